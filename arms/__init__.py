@@ -1,0 +1,1 @@
+"""arms: the systems under test (model surgery, bridges, adapters, dense baselines)."""

@@ -1,0 +1,1 @@
+"""ledger: a preregistered experiment ledger for retrofitted depth recurrence."""

@@ -1,0 +1,4 @@
+from ledger.cli import main
+import sys
+
+sys.exit(main())
