@@ -20,7 +20,9 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
 
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False)
+if not out.is_terminal:  # piped or captured: no 80-column squeeze, hashes stay whole
+    out = Console(highlight=False, width=200)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -131,8 +133,9 @@ def _build_or_fail(protocol, path: Path):
 
 def _manifest_table(protocol, manifests) -> Table:
     table = Table(title="manifests")
-    for column in ("id", "role", "generator", "rows", "sha256"):
+    for column in ("id", "role", "generator", "rows"):
         table.add_column(column)
+    table.add_column("sha256", no_wrap=True, min_width=64)
     for spec in protocol.manifests:
         manifest = manifests[spec.id]
         detail = spec.generator
