@@ -1,0 +1,72 @@
+"""The ledger's store: SQLAlchemy models, an append-only hash chain, a Merkle log, auditor views.
+
+    from ledger.store import open_store
+    store = open_store()                      # $LEDGER_DB or sqlite:///runs/ledger.db
+    sha = store.add_protocol(protocol_dict)   # every write appends one chain entry
+    root, size = store.head()                 # Merkle head of the log
+    report = store.verify_chain()             # recompute every hash, compare every row
+    store.verify_since_head(root, size)       # the log only grew since that head
+    store.query("SELECT * FROM v_accuracy_by_arm_depth")   # read-only SQL
+
+See docs/schema.md for the tables, the chain construction and the views.
+"""
+
+from ledger.store.chain import (
+    AppendResult,
+    ChainProblem,
+    ChainReport,
+    ConflictError,
+    ConsistencyReport,
+    LineageRefused,
+    QueryResult,
+    ReadOnlyViolation,
+    Store,
+    check_read_only_sql,
+    entry_hash,
+    open_store,
+    utc_now,
+)
+from ledger.store.engine import (
+    SchemaVersionMismatch,
+    StoreError,
+    current_revision,
+    default_db_url,
+    head_revision,
+    make_engine,
+    upgrade,
+)
+from ledger.store.merkle import consistency_proof, merkle_root, merkle_root_hex, verify_consistency
+from ledger.store.models import ALL_TABLES, DOMAIN_TABLES, GENESIS_HASH
+from ledger.store.views import VIEW_NAMES, views_as_dataframes
+
+__all__ = [
+    "ALL_TABLES",
+    "AppendResult",
+    "ChainProblem",
+    "ChainReport",
+    "ConflictError",
+    "ConsistencyReport",
+    "DOMAIN_TABLES",
+    "GENESIS_HASH",
+    "LineageRefused",
+    "QueryResult",
+    "ReadOnlyViolation",
+    "SchemaVersionMismatch",
+    "Store",
+    "StoreError",
+    "VIEW_NAMES",
+    "check_read_only_sql",
+    "consistency_proof",
+    "current_revision",
+    "default_db_url",
+    "entry_hash",
+    "head_revision",
+    "make_engine",
+    "merkle_root",
+    "merkle_root_hex",
+    "open_store",
+    "upgrade",
+    "utc_now",
+    "verify_consistency",
+    "views_as_dataframes",
+]

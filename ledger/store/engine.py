@@ -1,0 +1,212 @@
+"""Engine set-up and schema migrations.
+
+* ``default_db_url()`` -- ``$LEDGER_DB`` or ``sqlite:///runs/ledger.db``.
+* ``make_engine(url)`` -- any SQLAlchemy URL. For SQLite every connection gets
+  ``journal_mode=WAL``, ``foreign_keys=ON`` and a 30 s ``busy_timeout``; the driver's
+  own transaction handling is switched off and the store emits ``BEGIN`` itself
+  (``BEGIN IMMEDIATE`` for writes, so that concurrent writers queue on the busy
+  timeout instead of failing on a stale snapshot).
+* ``upgrade(url)`` -- run the Alembic migrations to head (``ledger db upgrade``).
+* ``check_revision(engine)`` -- raise ``SchemaVersionMismatch`` unless the database
+  is at the revision this code expects.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from sqlalchemy import create_engine, event, inspect
+from sqlalchemy.engine import Engine, make_url
+
+DEFAULT_DB_URL = "sqlite:///runs/ledger.db"
+BUSY_TIMEOUT_MS = 30_000
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+#: Execution option that makes the SQLite ``BEGIN`` an ``BEGIN IMMEDIATE``.
+WRITE_OPTION = "ledger_begin_immediate"
+
+
+class StoreError(RuntimeError):
+    """A ledger database cannot be used as asked."""
+
+
+class SchemaVersionMismatch(StoreError):
+    """The database is at another schema revision than this code expects."""
+
+    def __init__(self, message: str, *, url: str, database_revision: str | None, expected_revision: str):
+        super().__init__(message)
+        self.url = url
+        self.database_revision = database_revision
+        self.expected_revision = expected_revision
+
+
+def default_db_url() -> str:
+    """``$LEDGER_DB`` if set (a URL, or a bare file path taken as SQLite), else ``sqlite:///runs/ledger.db``."""
+    value = os.environ.get("LEDGER_DB", "").strip()
+    if not value:
+        return DEFAULT_DB_URL
+    return normalize_url(value)
+
+
+def normalize_url(url_or_path: str | os.PathLike) -> str:
+    """Accept a SQLAlchemy URL or a plain file path (taken as a SQLite file)."""
+    text = str(url_or_path)
+    if "://" in text:
+        return text
+    return "sqlite:///" + text
+
+
+def is_sqlite(url_or_engine) -> bool:
+    if isinstance(url_or_engine, Engine):
+        return url_or_engine.dialect.name == "sqlite"
+    return make_url(str(url_or_engine)).get_backend_name() == "sqlite"
+
+
+def _sqlite_file(url: str) -> Path | None:
+    parsed = make_url(url)
+    database = parsed.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def make_engine(url: str | None = None, **kwargs) -> Engine:
+    """Create an engine for ``url`` (default ``default_db_url()``) with the ledger's SQLite settings."""
+    url = normalize_url(url) if url is not None else default_db_url()
+    if is_sqlite(url):
+        path = _sqlite_file(url)
+        if path is not None and path.parent and not path.parent.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+        connect_args = dict(kwargs.pop("connect_args", {}) or {})
+        connect_args.setdefault("timeout", BUSY_TIMEOUT_MS / 1000)
+        engine = create_engine(url, connect_args=connect_args, **kwargs)
+        _install_sqlite_events(engine)
+        return engine
+    return create_engine(url, **kwargs)
+
+
+def _install_sqlite_events(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, connection_record):  # pragma: no cover - exercised via tests
+        # Let the store issue BEGIN itself (pysqlite's implicit transactions defer the lock).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute("PRAGMA journal_mode = WAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection):
+        if connection.get_execution_options().get(WRITE_OPTION):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")
+
+
+# --------------------------------------------------------------------------- migrations
+
+
+def alembic_config(url: str | None = None, connection=None):
+    """An Alembic ``Config`` built in code (no alembic.ini needed)."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url is not None:
+        cfg.set_main_option("sqlalchemy.url", str(url).replace("%", "%%"))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:  # pragma: no cover - the package always ships a revision
+        raise StoreError(f"no Alembic revisions found in {MIGRATIONS_DIR}")
+    return head
+
+
+def known_revisions() -> set[str]:
+    from alembic.script import ScriptDirectory
+
+    return {script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+
+
+def current_revision(connection) -> str | None:
+    """The revision stamped in the database (``None`` for a database without ``alembic_version``)."""
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def user_tables(connection) -> list[str]:
+    return [name for name in inspect(connection).get_table_names() if name != "alembic_version"]
+
+
+def _run_upgrade(engine: Engine, target: str = "head") -> None:
+    from alembic import command
+
+    with engine.connect() as connection:
+        # BEGIN IMMEDIATE: two processes creating the same new database queue up; the
+        # second one then finds it at head and does nothing.
+        connection.execution_options(**{WRITE_OPTION: True})
+        command.upgrade(alembic_config(connection=connection), target)
+        if connection.in_transaction():
+            connection.commit()
+
+
+def upgrade(url: str | None = None, target: str = "head") -> str:
+    """Migrate the database at ``url`` to ``target`` (the ``ledger db upgrade`` command).
+
+    Returns the revision the database is at afterwards.
+    """
+    engine = make_engine(url)
+    try:
+        _run_upgrade(engine, target)
+        with engine.connect() as connection:
+            return current_revision(connection) or ""
+    finally:
+        engine.dispose()
+
+
+def ensure_schema(engine: Engine, *, url: str, create: bool = True) -> str:
+    """Create the schema of a new database, or check an existing one is at head.
+
+    Raises ``SchemaVersionMismatch`` (with the command to run) for another revision and
+    ``StoreError`` for a database that is not a ledger or does not exist with ``create=False``.
+    """
+    expected = head_revision()
+    with engine.connect() as connection:
+        revision = current_revision(connection)
+        tables = user_tables(connection)
+    if revision is None and not tables:
+        if not create:
+            raise StoreError(f"no ledger database at {url}: create one with `ledger db upgrade --db {url}`")
+        _run_upgrade(engine)
+        with engine.connect() as connection:
+            revision = current_revision(connection)
+    if revision == expected:
+        return revision
+    if revision is None:
+        raise StoreError(
+            f"{url} holds tables ({', '.join(sorted(tables)[:5])}...) but no alembic_version: "
+            "it is not a ledger database"
+        )
+    if revision in known_revisions():
+        message = (
+            f"database {url} is at schema revision {revision}, this ledger expects {expected}: "
+            f"run `ledger db upgrade --db {url}`"
+        )
+    else:
+        message = (
+            f"database {url} is at schema revision {revision}, which this ledger (expecting {expected}) "
+            "does not know: it was written by a newer ledger; install that version (or run "
+            f"`ledger db upgrade --db {url}` with it)"
+        )
+    raise SchemaVersionMismatch(message, url=url, database_revision=revision, expected_revision=expected)
