@@ -625,15 +625,14 @@ class Store:
         stage: str | None = None,
         gate_results: Sequence[Mapping[str, Any]] | None = None,
         meta: Any = None,
-        allow_unpromoted_parent: bool = False,
     ) -> str:
         """Record a checkpoint (hash of the file bytes, computed from ``path`` if not given).
 
         ``gate_results`` (dicts with gate, passed, and optionally value, threshold,
         comparison, metric, detail) are written to ``gate_results`` in the same entry and
         summarised in ``checkpoints.gate_results_json``. A parent must be recorded and
-        ``promoted`` (continuation from exploratory or failed checkpoints is refused)
-        unless ``allow_unpromoted_parent``.
+        ``promoted``, and its whole ancestry clean (see ``_check_continuation``). The rule is
+        the store's own: no caller flag can switch it off.
         """
         if status not in CHECKPOINT_STATUSES:
             raise ValueError(f"status must be one of {CHECKPOINT_STATUSES}, got {status!r}")
@@ -655,6 +654,7 @@ class Store:
                     "value": gate.pop("value", None),
                     "threshold": gate.pop("threshold", None),
                     "comparison": gate.pop("comparison", None),
+                    "action": _gate_action(gate.pop("action", "stop")),
                     "detail_json": _json_or_none(detail),
                 }
             )
@@ -684,19 +684,63 @@ class Store:
                     )
                 return sha256
             if parent_sha256 is not None:
-                parent = self._fetch_one(conn, "checkpoints", sha256=parent_sha256)
-                if parent is None:
-                    raise StoreError(f"parent checkpoint {parent_sha256} is not in the ledger")
-                if parent["status"] != "promoted" and not allow_unpromoted_parent:
-                    raise LineageRefused(
-                        f"refusing to continue from checkpoint {parent_sha256}: its status is "
-                        f"{parent['status']!r}, only promoted checkpoints can be continued"
-                    )
+                self._check_continuation(conn, parent_sha256, child_status=status)
             records: dict[str, list] = {"checkpoints": [record]}
             if gate_rows:
                 records["gate_results"] = gate_rows
             self._append_in(conn, "checkpoint", {"sha256": sha256}, records)
         return sha256
+
+    def _check_continuation(self, conn: Connection, parent_sha256: str, *, child_status: str) -> None:
+        """Refuse to continue from a lineage that failed a hard gate or that is exploratory.
+
+        Walks the parent's whole ancestry. Any ancestor with status ``failed``, or with a
+        failed gate whose action is ``stop`` (a retention floor or guardrail), refuses the
+        continuation, naming the ancestor and the gate. An ``exploratory`` ancestor refuses
+        anything but an exploratory child: tuning runs may build on each other, but no
+        promoted result descends from them.
+        """
+        seen: set[str] = set()
+        current: str | None = parent_sha256
+        generation = 1
+        while current is not None:
+            if current in seen:
+                raise LineageRefused(f"checkpoint {current} appears twice in its own ancestry")
+            seen.add(current)
+            node = self._fetch_one(conn, "checkpoints", sha256=current)
+            if node is None:
+                raise LineageRefused(
+                    f"refusing to continue: ancestor {current} (generation {generation}) is not in the ledger"
+                )
+            who = f"ancestor {current[:12]} ({node['arm']}/{node['stage'] or '-'}, generation {generation})"
+            failed_gates = [
+                gate
+                for gate in self._fetch_all(conn, "gate_results", checkpoint_sha256=current)
+                if not gate["passed"] and gate["action"] == "stop"
+            ]
+            if failed_gates:
+                names = ", ".join(sorted({gate["gate"] for gate in failed_gates}))
+                raise LineageRefused(f"refusing to continue: {who} failed gate {names}")
+            if node["status"] == "failed":
+                raise LineageRefused(f"refusing to continue: {who} has status 'failed'")
+            if node["status"] == "exploratory" and child_status != "exploratory":
+                raise LineageRefused(
+                    f"refusing to continue: {who} is exploratory; only exploratory work may build on it"
+                )
+            current = node["parent_sha256"]
+            generation += 1
+
+    def _fetch_all(self, conn: Connection, table_name: str, **where) -> list[dict]:
+        t = table(table_name)
+        stmt = select(t)
+        for column, value in where.items():
+            stmt = stmt.where(t.c[column] == value)
+        return [dict(row) for row in conn.execute(stmt).mappings()]
+
+    def check_continuation(self, parent_sha256: str, *, child_status: str = "promoted") -> None:
+        """Raise ``LineageRefused`` if a new checkpoint may not descend from ``parent_sha256``."""
+        with self._read() as conn:
+            self._check_continuation(conn, parent_sha256, child_status=child_status)
 
     def add_gate_result(
         self,
@@ -710,7 +754,13 @@ class Store:
         metric: str | None = None,
         run_id: str | None = None,
         detail: Any = None,
+        action: str = "stop",
     ) -> int:
+        """Record a gate result on a recorded checkpoint.
+
+        A failed ``stop`` gate fails the checkpoint's lineage from then on: nothing may
+        continue from it or its descendants (the record is appended; nothing is updated).
+        """
         record = {
             "checkpoint_sha256": checkpoint_sha256,
             "run_id": run_id,
@@ -720,6 +770,7 @@ class Store:
             "value": value,
             "threshold": threshold,
             "comparison": comparison,
+            "action": _gate_action(action),
             "detail_json": _json_or_none(detail),
         }
         with self._write() as conn:
@@ -1149,3 +1200,9 @@ def open_store(url: str | None = None, create: bool = True) -> Store:
         engine.dispose()
         raise
     return Store(engine, url)
+
+
+def _gate_action(action: str) -> str:
+    if action not in ("stop", "flag"):
+        raise ValueError(f"gate action must be 'stop' or 'flag', got {action!r}")
+    return action

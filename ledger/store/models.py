@@ -197,6 +197,8 @@ class GateResult(_Chained, Base):
     threshold: Mapped[Optional[float]] = mapped_column(Float)
     comparison: Mapped[Optional[str]] = mapped_column(String(8))
     passed: Mapped[bool] = mapped_column(Boolean(create_constraint=True, name="passed"))
+    # stop: a failure is a hard stop that fails the lineage; flag: recorded only.
+    action: Mapped[str] = mapped_column(String(8))
     detail_json: Mapped[Optional[str]] = mapped_column(Text)
 
 

@@ -253,6 +253,7 @@ def upgrade() -> None:
     sa.Column('threshold', sa.Float(), nullable=True),
     sa.Column('comparison', sa.String(length=8), nullable=True),
     sa.Column('passed', sa.Boolean(create_constraint=True, name='passed'), nullable=False),
+    sa.Column('action', sa.String(length=8), nullable=False),
     sa.Column('detail_json', sa.Text(), nullable=True),
     sa.Column('id', sa.Integer(), autoincrement=False, nullable=False),
     sa.Column('entry_seq', sa.Integer(), nullable=False),
