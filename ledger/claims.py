@@ -34,6 +34,13 @@ class _ClaimCommon(StrictModel):
     manifest: str
     rows: RowFilter = Field(default_factory=RowFilter)
     family: str | None = Field(default=None, description="Multiplicity family; corrected by the file's `correction`.")
+    reported: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            "Figures a paper reported for this claim; the re-derived figure must agree to the "
+            "significant digits written (e.g. p_value: 5.72e-257, helped: 1048)."
+        ),
+    )
 
 
 class PairedExactClaim(_ClaimCommon):
@@ -91,7 +98,11 @@ Claim = Annotated[
 
 
 class ClaimFile(StrictModel):
-    protocol: str = Field(description="Name of the protocol that preregisters these claims.")
+    protocol: str = Field(description="Name of the protocol (or imported release) the claims are about.")
+    release: str | None = Field(
+        default=None,
+        description="Release mapping file (relative to this file) to import before verifying: an external audit.",
+    )
     correction: Literal["holm", "bonferroni", "none"] = Field(
         description="Multiplicity correction applied within each family (always explicit)."
     )

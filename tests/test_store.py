@@ -296,14 +296,31 @@ def test_foreign_keys_enforced_and_failed_write_leaves_no_entry(example):
     assert store.verify_chain().ok
 
 
+def test_evidence_for_an_unregistered_run_is_refused(tmp_path):
+    from ledger.store import PreregistrationRequired
+
+    with open_store(_url(tmp_path / "l.db")) as store:
+        manifest = example_manifest(3)
+        m = store.add_manifest(manifest)
+        run = store.add_run(kind="eval")  # no protocol
+        ck = store.add_checkpoint(sha256="c" * 64, arm="loop", status="promoted")
+        size = store.head()[1]
+        record = {"run_id": run, "manifest_sha256": m, "row_id": manifest.rows[0].row_id, "arm": "loop",
+                  "checkpoint_sha256": ck, "loop": 1, "prediction": "A", "correct": True}
+        with pytest.raises(PreregistrationRequired, match="ledger register"):
+            store.add_evidence([record])
+        assert store.head()[1] == size
+
+
 def test_bulk_evidence_is_fast(tmp_path):
     import numpy as np
     import pandas as pd
 
     with open_store(_url(tmp_path / "l.db")) as store:
         manifest = example_manifest(1250)
-        m = store.add_manifest(manifest)
-        run = store.add_run(kind="eval")
+        protocol = store.add_protocol({"name": "bulk", "version": 1})
+        m = store.add_manifest(manifest, protocol_sha256=protocol)
+        run = store.add_run(kind="eval", protocol_sha256=protocol)
         ck = store.add_checkpoint(sha256="c" * 64, arm="loop", status="promoted")
         records = [
             {"run_id": run, "manifest_sha256": m, "row_id": row.row_id, "arm": "loop", "checkpoint_sha256": ck,
@@ -456,8 +473,9 @@ ROWS_PER_BATCH = 50
 def _prepare_for_writers(path: Path) -> list[str]:
     with open_store(_url(path)) as store:
         manifest = example_manifest(ROWS_PER_BATCH)
-        m = store.add_manifest(manifest)
-        run = store.add_run(run_id="writers")
+        protocol = store.add_protocol({"name": "writers", "version": 1})
+        m = store.add_manifest(manifest, protocol_sha256=protocol)
+        run = store.add_run(run_id="writers", protocol_sha256=protocol)
         ck = store.add_checkpoint(sha256="c" * 64, arm="loop", status="promoted")
         return [m, run, ck, ",".join(row.row_id for row in manifest.rows)]
 
@@ -530,7 +548,7 @@ def test_two_processes_writing_at_once(tmp_path):
     with open_store(_url(path)) as store:
         report = store.verify_chain()
         assert report.ok, report.summary()
-        assert report.n_entries == 3 + 2 * 2 * count
+        assert report.n_entries == 4 + 2 * 2 * count  # protocol, manifest, run, checkpoint + both writers
         notes = store.query(
             "SELECT json_extract(payload, '$.data.tag') AS tag, COUNT(*) FROM chain_entries "
             "WHERE kind = 'note' GROUP BY tag ORDER BY tag"

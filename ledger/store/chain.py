@@ -54,6 +54,10 @@ from ledger.store.models import (
 )
 
 
+class PreregistrationRequired(StoreError):
+    """Evidence or a run for a protocol that was never registered."""
+
+
 class LineageRefused(StoreError):
     """A checkpoint would continue from a parent that is not promoted."""
 
@@ -691,6 +695,17 @@ class Store:
             self._append_in(conn, "checkpoint", {"sha256": sha256}, records)
         return sha256
 
+    def _require_registered_run(self, conn: Connection, run_id: str | None) -> None:
+        """Evidence belongs to a run of a registered protocol: results never precede the plan."""
+        run = self._fetch_one(conn, "runs", run_id=run_id) if run_id is not None else None
+        if run is None:
+            raise StoreError(f"evidence names run {run_id!r}, which is not in the ledger")
+        if run["protocol_sha256"] is None:
+            raise PreregistrationRequired(
+                f"refusing evidence for run {run_id!r}: it belongs to no registered protocol "
+                "(run `ledger register PROTOCOL` before any result)"
+            )
+
     def _check_continuation(self, conn: Connection, parent_sha256: str, *, child_status: str) -> None:
         """Refuse to continue from a lineage that failed a hard gate or that is exploratory.
 
@@ -815,6 +830,8 @@ class Store:
         for start in range(0, len(rows), size):
             batch = rows[start : start + size]
             with self._write() as conn:
+                for run in {values.get("run_id") for values in batch}:
+                    self._require_registered_run(conn, run)
                 self._append_in(conn, "evidence", {"n": len(batch)}, {"evidence": batch}, nan_as_null=True)
         return len(rows)
 
