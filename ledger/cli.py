@@ -3,7 +3,9 @@
 Exit codes (shared by every command):
   0  success
   2  bad input: a protocol, claim file or argument that cannot be used (located message, no traceback)
-  3  refused by the ledger (e.g. lineage or preregistration rules)
+  3  refused by the ledger (lineage, preregistration, a changed protocol, a write in `query`)
+``ledger verify`` adds: 1 an outcome differs from the first recorded one (or a new claim is
+not supported), 4 something is tampered, 5 something is unverifiable.
 """
 
 from __future__ import annotations
@@ -116,6 +118,154 @@ def cmd_manifest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _store(args: argparse.Namespace, create: bool = True):
+    from ledger.store import SchemaVersionMismatch, StoreError, default_db_url, open_store
+
+    url = args.db or default_db_url()
+    if url.startswith("sqlite:///") and create:
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return open_store(url, create=create)
+    except SchemaVersionMismatch as exc:
+        raise CommandError(str(exc), EXIT_REFUSED) from None
+    except StoreError as exc:
+        raise CommandError(f"{url}: {exc}") from None
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    from ledger.preregistration import RegistrationRefused, register
+
+    with _store(args) as store:
+        try:
+            registration = register(store, args.protocol)
+        except RegistrationRefused as exc:
+            raise CommandError(str(exc), EXIT_REFUSED) from None
+        verb = "already registered" if registration.already else "registered"
+        out.print(f"{verb}: {registration.protocol.name} v{registration.protocol.version} {registration.sha256}")
+        for name, sha in registration.manifests.items():
+            out.print(f"  manifest {name}: {sha}")
+        out.print(f"  {len(registration.claims)} claims preregistered")
+        root, size = store.head()
+        out.print(f"ledger head {root}:{size}")
+    return EXIT_OK
+
+
+def cmd_deviate(args: argparse.Namespace) -> int:
+    from ledger.preregistration import RegistrationRefused, deviate
+
+    with _store(args) as store:
+        try:
+            old, new, changes = deviate(store, args.protocol, reason=args.reason, timing=args.timing)
+        except RegistrationRefused as exc:
+            raise CommandError(str(exc), EXIT_REFUSED) from None
+        out.print(f"deviation recorded: {old[:12]} -> {new[:12]} ({args.timing}: {args.reason})")
+        for item, planned, actual in changes:
+            out.print(f"  {item}: planned {planned!r}, actual {actual!r}", markup=False)
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ledger.importer import import_release
+    from ledger.release import ReleaseError
+
+    with _store(args) as store:
+        try:
+            summary = import_release(store, args.mapping, args.root)
+        except ReleaseError as exc:
+            raise CommandError(str(exc)) from None
+        out.print(f"{'already imported' if summary.already else 'imported'}: {summary.release} {summary.protocol_sha256}")
+        for name, (rows, sha) in summary.manifests.items():
+            out.print(f"  manifest {name}: {rows} rows {sha}")
+        for what, count in summary.evidence.items():
+            out.print(f"  evidence {what}: {count}")
+        for name in summary.counts:
+            out.print(f"  per-depth counts {name}")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from ledger.verify import verify
+
+    since = None
+    if args.since_head:
+        root, _, size = args.since_head.rpartition(":")
+        if not root or not size.isdigit():
+            raise CommandError(f"--since-head wants ROOT:SIZE as printed by `ledger head`, got {args.since_head!r}")
+        since = (root, int(size))
+    with _store(args) as store:
+        try:
+            report = verify(store, args.paths or ["claims"], root=args.root, since_head=since, record=not args.no_record)
+        except FileNotFoundError as exc:
+            raise CommandError(str(exc)) from None
+    if args.json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
+        return report.exit_code
+    for problem in report.chain_problems:
+        err.print(f"chain: {problem}", markup=False)
+    for error in report.errors:
+        err.print(error, markup=False)
+    table = Table(title=f"claims ({len(report.verdicts)})")
+    for column in ("claim", "outcome", "integrity", "first", "figures / reason"):
+        table.add_column(column, overflow="fold")
+    for verdict in report.verdicts:
+        colour = "green" if verdict.ok else "red"
+        detail = verdict.reason
+        if verdict.problems:
+            detail += "\n" + "\n".join(f"! {problem}" for problem in verdict.problems)
+        if verdict.flags:
+            detail += "\n" + "\n".join(f"~ {flag}" for flag in verdict.flags)
+        table.add_row(
+            verdict.claim_id, f"[{colour}]{verdict.outcome}[/{colour}]", verdict.integrity,
+            verdict.first_outcome or "(new)", detail,
+        )
+    out.print(table)
+    if report.since_head:
+        out.print(f"since head: {report.since_head}", markup=False)
+    out.print(f"ledger head {report.head[0]}:{report.head[1]}")
+    out.print("[green]verified[/green]" if report.exit_code == 0 else f"[red]exit {report.exit_code}[/red]")
+    return report.exit_code
+
+
+def cmd_head(args: argparse.Namespace) -> int:
+    with _store(args, create=False) as store:
+        root, size = store.head()
+    out.print(f"{root}:{size}")
+    return EXIT_OK
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from ledger.store import ReadOnlyViolation
+
+    with _store(args, create=False) as store:
+        try:
+            result = store.query(args.sql)
+        except ReadOnlyViolation as exc:
+            raise CommandError(f"refused: {exc}", EXIT_REFUSED) from None
+        except Exception as exc:  # SQL errors are the user's input
+            raise CommandError(f"query failed: {str(exc).splitlines()[0]}") from None
+    frame = result.to_dataframe()
+    if args.format == "csv":
+        sys.stdout.write(frame.to_csv(index=False))
+    elif args.format == "json":
+        sys.stdout.write(frame.to_json(orient="records", indent=2) + "\n")
+    else:
+        table = Table()
+        for column in frame.columns:
+            table.add_column(str(column))
+        for row in frame.itertuples(index=False):
+            table.add_row(*("" if value is None else str(value) for value in row))
+        out.print(table)
+    return EXIT_OK
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from ledger.store import default_db_url, upgrade
+
+    url = args.db or default_db_url()
+    out.print(f"{url} is at revision {upgrade(url)}")
+    return EXIT_OK
+
+
 # ----------------------------------------------------------------------------- helpers
 
 
@@ -213,6 +363,78 @@ def build_parser() -> argparse.ArgumentParser:
     manifest.add_argument("protocol", help="protocol YAML file")
     manifest.add_argument("--out", metavar="DIR", help="folder to write ID.jsonl files into")
     manifest.set_defaults(handler=cmd_manifest)
+
+    def with_db(sub):
+        sub.add_argument("--db", metavar="URL", help="SQLAlchemy URL of the ledger (default: $LEDGER_DB or sqlite:///runs/ledger.db)")
+        return sub
+
+    register = with_db(commands.add_parser(
+        "register", help="preregister a protocol, its manifests and claims",
+        description="Write the canonical protocol, its manifests (rows and hashes) and the claims it preregisters "
+        "to the ledger before any result. A registered protocol whose file changed is refused (exit 3) until "
+        "`ledger deviate` records the change.",
+    ))
+    register.add_argument("protocol", help="protocol YAML file")
+    register.set_defaults(handler=cmd_register)
+
+    deviate = with_db(commands.add_parser(
+        "deviate", help="record a change to a registered protocol",
+        description="Record every changed item of a registered protocol (planned vs actual, reason, timing) as "
+        "deviations, then register the new version. `ledger verify` flags every claim that depends on a deviated item.",
+    ))
+    deviate.add_argument("protocol", help="the changed protocol YAML file")
+    deviate.add_argument("--reason", required=True, help="why the protocol changed")
+    deviate.add_argument("--timing", required=True, choices=["before_data", "after_data", "after_analysis"],
+                         help="when the change was made relative to the data")
+    deviate.set_defaults(handler=cmd_deviate)
+
+    import_ = with_db(commands.add_parser(
+        "import", help="import released row-level predictions through a mapping file",
+        description="Bring another group's released rows and predictions (JSONL/CSV, gzip) into the ledger through "
+        "a mapping file (see releases/). Correctness is recomputed from predictions and rows; generated text is "
+        "read by the shared reader.",
+    ))
+    import_.add_argument("mapping", help="release mapping YAML")
+    import_.add_argument("--root", help="folder holding the release files (overrides the mapping's root)")
+    import_.set_defaults(handler=cmd_import)
+
+    verify = with_db(commands.add_parser(
+        "verify", help="recompute every claim from row-level evidence and check every hash",
+        description="Recompute each claim from the rows, re-hash manifests, rows and checkpoint files, walk the "
+        "hash chain, and print per claim its outcome (supported | refuted), integrity (verified | tampered | "
+        "unverifiable), figures and reason. A claim file that names a release imports it first (external audit).",
+        epilog="Exit codes: 0 all verified and every outcome equals the first recorded one (a claim evaluated for "
+        "the first time must be supported); 1 an outcome differs; 2 bad input; 4 something is tampered; "
+        "5 something is unverifiable.",
+    ))
+    verify.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
+    verify.add_argument("--since-head", metavar="ROOT:SIZE", help="also prove the log only grew since this head")
+    verify.add_argument("--root", help="folder holding release files (overrides a release mapping's root)")
+    verify.add_argument("--json", action="store_true", help="print a JSON report")
+    verify.add_argument("--no-record", action="store_true", help="do not record first outcomes")
+    verify.set_defaults(handler=cmd_verify)
+
+    head = with_db(commands.add_parser(
+        "head", help="print the ledger's Merkle root and size (ROOT:SIZE)",
+        description="Print the RFC 6962 Merkle root over every chain entry and the number of entries. Write it "
+        "down; `ledger verify --since-head ROOT:SIZE` later proves the log only grew.",
+    ))
+    head.set_defaults(handler=cmd_head)
+
+    query = with_db(commands.add_parser(
+        "query", help="read-only SQL over the ledger (tables and auditor views)",
+        description="Run one read-only SQL statement (SELECT/WITH/EXPLAIN). Writes are refused (exit 3). "
+        "Views: v_accuracy_by_arm_depth, v_evidence_by_checkpoint, v_lineage, v_claim_evidence, v_claim_status.",
+    ))
+    query.add_argument("sql", help="the SQL statement")
+    query.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    query.set_defaults(handler=cmd_query)
+
+    db = commands.add_parser("db", help="database maintenance", description="Database maintenance.")
+    db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND")
+    db_commands.required = True
+    upgrade = with_db(db_commands.add_parser("upgrade", help="migrate the ledger's schema to this version"))
+    upgrade.set_defaults(handler=cmd_db_upgrade)
     return parser
 
 

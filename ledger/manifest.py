@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ledger.canonical import canonical_json, sha256_hex
 
-Task = Literal["rule_chasing", "arithmetic"]
+Task = Literal["rule_chasing", "arithmetic", "multiple_choice_qa"]
 Surface = Literal["symbolic", "relay", "pointer", "multiple_choice"]
 
 

@@ -179,7 +179,8 @@ class Evidence(_Chained, Base):
     checkpoint_sha256: Mapped[str] = mapped_column(ForeignKey("checkpoints.sha256"))
     loop: Mapped[int] = mapped_column(Integer)
     prediction: Mapped[Optional[str]] = mapped_column(Text)
-    correct: Mapped[bool] = mapped_column(Boolean(create_constraint=True, name="correct"))
+    # NULL where no single answer is right (a loop above the diagonal: depth < loop).
+    correct: Mapped[Optional[bool]] = mapped_column(Boolean(create_constraint=True, name="correct"))
     score_margin: Mapped[Optional[float]] = mapped_column(Float)
     latency_ms: Mapped[Optional[float]] = mapped_column(Float)
     tokens_generated: Mapped[Optional[int]] = mapped_column(Integer)

@@ -224,7 +224,7 @@ def upgrade() -> None:
     sa.Column('checkpoint_sha256', sa.String(length=64), nullable=False),
     sa.Column('loop', sa.Integer(), nullable=False),
     sa.Column('prediction', sa.Text(), nullable=True),
-    sa.Column('correct', sa.Boolean(create_constraint=True, name='correct'), nullable=False),
+    sa.Column('correct', sa.Boolean(create_constraint=True, name='correct'), nullable=True),
     sa.Column('score_margin', sa.Float(), nullable=True),
     sa.Column('latency_ms', sa.Float(), nullable=True),
     sa.Column('tokens_generated', sa.Integer(), nullable=True),
