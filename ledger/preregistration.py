@@ -161,6 +161,10 @@ def deviate(store: Store, path: str | Path, *, reason: str, timing: str) -> tupl
     if previous["sha256"] == protocol.sha256 or any(v["sha256"] == protocol.sha256 for v in versions):
         raise RegistrationRefused(f"protocol {protocol.name!r} is unchanged from a registered version: no deviation")
     changes = diff_items(json.loads(previous["canonical_json"]), json.loads(protocol.canonical()))
+    build_manifests(protocol)  # refuse a contaminated or unbuildable revision before writing anything
+    # The deviations point at the new version, so its canonical document goes in first;
+    # its manifests, claims and registration entry follow the deviations.
+    store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
     for item, planned, actual in changes:
         store.add_deviation(
             previous["sha256"],
@@ -171,7 +175,6 @@ def deviate(store: Store, path: str | Path, *, reason: str, timing: str) -> tupl
             timing=timing,
             new_protocol_sha256=protocol.sha256,
         )
-    # The new version is registered only after its deviations are in the ledger.
     _write(store, path, protocol)
     return previous["sha256"], protocol.sha256, changes
 
