@@ -287,7 +287,7 @@ def test_foreign_keys_enforced_and_failed_write_leaves_no_entry(example):
     with pytest.raises(sqlalchemy.exc.IntegrityError, match="UNIQUE"):
         store.add_evidence([duplicate])
     with pytest.raises(ValueError, match="required"):
-        store.add_evidence([{k: v for k, v in bad.items() if k != "correct"}])
+        store.add_evidence([{k: v for k, v in bad.items() if k != "arm"}])
     with pytest.raises(ValueError, match="unknown column"):
         store.add_evidence([dict(bad, colour="red")])
     with pytest.raises(ValueError, match="None for a missing value"):

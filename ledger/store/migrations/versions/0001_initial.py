@@ -457,9 +457,9 @@ SELECT e.arm,
        e.manifest_sha256,
        rw.depth,
        e.loop,
-       COUNT(*) AS n,
+       COUNT(e.correct) AS n,
        SUM(CASE WHEN e.correct THEN 1 ELSE 0 END) AS correct,
-       1.0 * SUM(CASE WHEN e.correct THEN 1 ELSE 0 END) / COUNT(*) AS accuracy
+       1.0 * SUM(CASE WHEN e.correct THEN 1 ELSE 0 END) / NULLIF(COUNT(e.correct), 0) AS accuracy
 FROM evidence e
 JOIN "rows" rw ON rw.manifest_sha256 = e.manifest_sha256 AND rw.row_id = e.row_id
 JOIN manifests m ON m.sha256 = e.manifest_sha256
