@@ -452,6 +452,13 @@ def main(argv: list[str] | None = None) -> int:
     except CommandError as exc:
         err.print(str(exc), markup=False)
         return exc.code
+    except Exception as exc:  # the store's own refusals (lineage, preregistration) are exit 3
+        from ledger.store import LineageRefused, PreregistrationRequired
+
+        if isinstance(exc, (LineageRefused, PreregistrationRequired)):
+            err.print(f"refused: {exc}", markup=False)
+            return EXIT_REFUSED
+        raise
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130

@@ -323,5 +323,34 @@ def _verdict(store, path, claim, result: ClaimResult, evidence: StoreEvidence, i
     first = store.first_outcome(key) if registered is not None else None
     verdict.first_outcome = first["outcome"] if first else None
     if record and registered is not None and first is None and verdict.integrity == "verified":
-        store.add_claim_outcome(key, result.outcome, result.reason, detail=result.to_dict())
+        inputs = [
+            {"role": f"arm{index}", "arm": arm, "checkpoint_sha256": sha, "manifest_sha256": manifest_sha}
+            for index, arm in enumerate(arms)
+            for sha in sorted(evidence.checkpoints_used(arm, claim.manifest))
+        ]
+        test_id = None
+        if inputs:
+            figures = result.figures
+            test_id = store.add_stat_test(
+                statistic=claim.statistic,
+                inputs=inputs,
+                claim_id=key,
+                method=str(figures.get("alternative") or claim.statistic),
+                n=figures.get("n"),
+                estimate=_first_number(figures, ("difference", "accuracy", "net", "frontier")),
+                ci_low=_first_number(figures, ("ci_low", "wilson_low")),
+                ci_high=_first_number(figures, ("ci_high", "wilson_high")),
+                p_value=result.p_value if result.p_value is None or result.p_value > 0 else None,
+                params=claim.model_dump(mode="json", by_alias=True),
+                result=result.to_dict(),
+            )
+        store.add_claim_outcome(key, result.outcome, result.reason, stat_test_id=test_id, detail=result.to_dict())
     return verdict
+
+
+def _first_number(figures: dict, keys: tuple[str, ...]) -> float | None:
+    for key in keys:
+        value = figures.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None

@@ -108,6 +108,15 @@ def test_untouched_ledger_verifies_and_records_first_outcomes(project, capsys):
     code, report = verify_json(db, "claims.yaml", capsys=capsys)
     assert code == 0
     assert {claim["first_outcome"] for claim in report["claims"]} == {"supported"}
+    # The auditor's path: claim -> statistical test -> evidence -> checkpoint.
+    with open_store(db) as store:
+        linked = store.query_df("SELECT DISTINCT claim_id, arm, checkpoint_sha256 FROM v_claim_evidence")
+        from ledger.store import views_as_dataframes
+
+        frames = views_as_dataframes(store)
+    pairs = set(zip(linked["claim_id"], linked["arm"]))
+    assert {("tiny-verify/A_beats_B", "A"), ("tiny-verify/A_beats_B", "B"), ("tiny-verify/A_accurate", "A")} <= pairs
+    assert {"v_accuracy_by_arm_depth", "v_lineage", "v_claim_evidence"} <= set(frames)
 
 
 def test_a_new_claim_that_is_refuted_fails_verify(project, capsys):
@@ -298,3 +307,32 @@ def test_external_audit_verifies_from_an_empty_database(tmp_path, capsys, monkey
     code, report = verify_json(db, "claims/external/", capsys=capsys)
     assert code == 4
     assert any("evidence" in problem for problem in report["chain_problems"])
+
+
+def test_verify_names_the_table_for_a_tamper_in_every_table(tmp_path, capsys):
+    """Every domain table, populated by the store's example writer, then one field altered behind its back."""
+    from ledger.store import DOMAIN_TABLES
+    from ledger.store.testing import populate_example
+
+    db_path = tmp_path / "example.db"
+    with open_store(f"sqlite:///{db_path}") as store:
+        populate_example(store)
+    (tmp_path / "noclaims").mkdir()
+    pristine = db_path.read_bytes()
+    for table in DOMAIN_TABLES:
+        db_path.write_bytes(pristine)
+        for suffix in ("-wal", "-shm"):
+            Path(str(db_path) + suffix).unlink(missing_ok=True)
+        connection = sqlite3.connect(db_path)
+        for (trigger,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+            connection.execute(f'DROP TRIGGER "{trigger}"')
+        # recorded_at is in every domain table and in the chain payload: any change must show.
+        changed = connection.execute(
+            f"UPDATE {table} SET recorded_at = recorded_at || 'x' WHERE id = (SELECT MAX(id) FROM {table})"
+        ).rowcount
+        connection.commit()
+        connection.close()
+        assert changed == 1, f"the example writer left {table} empty"
+        code, report = verify_json(f"sqlite:///{db_path}", str(tmp_path / "noclaims"), capsys=capsys)
+        assert code == 4, table
+        assert any(problem.startswith(f"{table} ") or f" {table} " in problem for problem in report["chain_problems"]), (table, report["chain_problems"])
