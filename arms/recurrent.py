@@ -1,0 +1,241 @@
+"""A pretrained decoder run as prelude -> recurrent block (T loops) -> coda.
+
+Everything model-specific is the base's own code: its embedding, decoder layers,
+rotary embedding, mask construction (`transformers.masking_utils`), final norm
+and lm_head. This module only decides the order in which those run.
+
+Design S (a `SplitBridge`, or no bridge): loop 1 is the identity route, prelude
+-> block once -> coda, with every recurrence part bypassed, so an untrained
+retrofit at loops=1 is the base model bit for bit. Loop t >= 2 re-enters the
+block through the bridge: h(t+1) = Block(bridge(h(t), p)).
+
+Design M (a `ConcatAdapter`): every loop, the first included, runs
+s_i = Block(Adapter([s_{i-1}; e])) from an initial state s_0, so loop 1 is NOT an
+identity route: it reproduces the base only while the adapter is identity-
+initialised (W = [0 | I]) and untrained, and the cut drops no layers.
+
+One forward returns the readout of every loop 1..T: the coda, final norm and
+lm_head applied to that loop's state, at the answer position of each row.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from arms.bridges import ConcatAdapter, SplitBridge
+from arms.surgery import Surgery, make_surgery
+
+S0_KINDS = ("random", "zeros", "prelude")
+
+
+def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """RoPE positions that ignore padding, as transformers' `generate` builds them.
+
+    A left-padded row then sees the same positions as the row alone; pad slots
+    get position 1 (any value works: they are masked out as keys).
+    """
+    position_ids = attention_mask.long().cumsum(-1) - 1
+    return position_ids.masked_fill(attention_mask == 0, 1)
+
+
+def last_token_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Index of the last non-pad token of each row (works for left and right padding)."""
+    seq_len = attention_mask.shape[-1]
+    return seq_len - 1 - attention_mask.flip(-1).to(torch.long).argmax(-1)
+
+
+@dataclass
+class _Context:
+    """What every layer call shares within one forward: masks and position embeddings."""
+
+    masks: dict
+    position_ids: torch.Tensor
+    position_embeddings: tuple
+
+
+class RecurrentLM(nn.Module):
+    """A base causal LM retrofitted with a weight-shared recurrent block.
+
+    `bridge` picks the design: a `SplitBridge` (or None: the block output is fed
+    straight back) for design S, a `ConcatAdapter` for design M. For design M,
+    `s0` is the initial state: "random" (truncated N(0, s0_sigma^2), cut at
+    +-3 sigma, drawn from a generator seeded with `s0_seed` at every call unless
+    one is passed, so evaluation is deterministic), "zeros", or "prelude" (e).
+    A random s0 depends on the padded batch shape, so only zeros/prelude give
+    batch-invariant readouts.
+    """
+
+    def __init__(
+        self,
+        surgery: Surgery,
+        bridge: nn.Module | None = None,
+        *,
+        s0: str = "random",
+        s0_sigma: float = 1.0,
+        s0_seed: int = 0,
+    ):
+        super().__init__()
+        if bridge is not None and not isinstance(bridge, (SplitBridge, ConcatAdapter)):
+            raise TypeError(f"bridge must be a SplitBridge, a ConcatAdapter or None, got {type(bridge)}")
+        if s0 not in S0_KINDS:
+            raise ValueError(f"s0 must be one of {S0_KINDS}, got {s0!r}")
+        self.surgery = surgery  # a plain dataclass of references; not a submodule
+        self.base = surgery.model  # registered, so .to()/.eval()/state_dict reach the base
+        self.bridge = bridge
+        self.s0 = s0
+        self.s0_sigma = s0_sigma
+        self.s0_seed = s0_seed
+
+    @classmethod
+    def build(
+        cls,
+        model: nn.Module,
+        *,
+        split=None,
+        tuple_=None,
+        bridge: str | None = "split",
+        adapter_init: str = "identity",
+        **kwargs,
+    ) -> "RecurrentLM":
+        """Cut `model` and attach a fresh bridge ("split", "concat" or None) on its device/dtype."""
+        surgery = make_surgery(model, split=split, tuple_=tuple_)
+        hidden = model.config.hidden_size
+        if bridge == "split":
+            module = SplitBridge(hidden)
+        elif bridge == "concat":
+            module = ConcatAdapter(hidden, init=adapter_init)
+        elif bridge is None:
+            module = None
+        else:
+            raise ValueError(f"bridge must be 'split', 'concat' or None, got {bridge!r}")
+        if module is not None:
+            weight = model.lm_head.weight
+            module = module.to(device=weight.device, dtype=weight.dtype)
+        return cls(surgery, module, **kwargs)
+
+    @property
+    def design(self) -> str:
+        return "M" if isinstance(self.bridge, ConcatAdapter) else "S"
+
+    # -- the pieces, each a call into the base's own modules -------------------
+
+    def _context(self, embeds, attention_mask, position_ids) -> _Context:
+        from transformers import masking_utils
+
+        config = self.surgery.config
+        kwargs = dict(
+            config=config,
+            inputs_embeds=embeds,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+        )
+        # transformers 5 names the cache `cache`; 4.x called it past_key_values and
+        # also wanted cache_position. No cache here either way.
+        params = inspect.signature(masking_utils.create_causal_mask).parameters
+        kwargs["cache" if "cache" in params else "past_key_values"] = None
+        if "cache_position" in params:
+            kwargs["cache_position"] = torch.arange(embeds.shape[1], device=embeds.device)
+        masks = {"full_attention": masking_utils.create_causal_mask(**kwargs)}
+        if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
+            masks["sliding_attention"] = masking_utils.create_sliding_window_causal_mask(**kwargs)
+        position_embeddings = self.surgery.rotary_emb(embeds, position_ids)
+        return _Context(masks, position_ids, position_embeddings)
+
+    def _run(self, idx: tuple[int, ...], hidden: torch.Tensor, ctx: _Context) -> torch.Tensor:
+        layers = self.surgery.decoder.layers
+        layer_types = getattr(self.surgery.config, "layer_types", None)
+        for i in idx:
+            kind = layer_types[i] if layer_types else "full_attention"
+            hidden = layers[i](
+                hidden,
+                attention_mask=ctx.masks[kind],
+                position_embeddings=ctx.position_embeddings,
+                position_ids=ctx.position_ids,
+            )
+        return hidden
+
+    def _readout(self, state, ctx, rows, answer_positions) -> torch.Tensor:
+        hidden = self._run(self.surgery.coda_idx, state, ctx)
+        # The base normalises the whole sequence before slicing; RMSNorm is per
+        # position, so normalising only the answer positions gives the same bits.
+        picked = hidden[rows, answer_positions].unsqueeze(1)
+        return self.surgery.lm_head(self.surgery.norm(picked)).squeeze(1)
+
+    def _initial_state(self, e: torch.Tensor, generator) -> torch.Tensor:
+        if self.s0 == "zeros":
+            return torch.zeros_like(e)
+        if self.s0 == "prelude":
+            return e
+        if generator is None:
+            generator = torch.Generator(device=e.device).manual_seed(self.s0_seed)
+        s0 = torch.empty(e.shape, dtype=torch.float32, device=e.device)
+        sigma = self.s0_sigma
+        nn.init.trunc_normal_(s0, 0.0, sigma, -3 * sigma, 3 * sigma, generator=generator)
+        return s0.to(e.dtype)
+
+    def _step(self, t: int, state, prelude_out, ctx) -> torch.Tensor:
+        """One pass through the block: loop t's state from loop t-1's."""
+        if self.design == "M":
+            return self._run(self.surgery.block_idx, self.bridge(state, prelude_out), ctx)
+        if t == 1:  # identity route: the block runs straight on the prelude output
+            return self._run(self.surgery.block_idx, prelude_out, ctx)
+        entry = state if self.bridge is None else self.bridge(state, prelude_out)
+        return self._run(self.surgery.block_idx, entry, ctx)
+
+    # -- forward --------------------------------------------------------------
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        loops: int = 1,
+        answer_positions: torch.Tensor | None = None,
+        *,
+        position_ids: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        return_states: bool = False,
+        no_grad_loops: int = 0,
+    ):
+        """Readouts [loops, batch, vocab] for every loop 1..loops, in one pass.
+
+        `answer_positions` [batch] defaults to each row's last non-pad token.
+        With `return_states=True` also returns the block state of every loop at
+        the answer positions, [loops, batch, hidden] (before the coda).
+        `no_grad_loops` = k runs loops 1..k (and their readouts) without
+        recording gradients, for truncated backprop; the state is detached where
+        gradient starts.
+        """
+        if not isinstance(loops, int) or loops < 1:
+            raise ValueError(f"loops must be an integer >= 1, got {loops!r}")
+        if not 0 <= no_grad_loops <= loops:
+            raise ValueError(f"no_grad_loops must lie in [0, loops={loops}], got {no_grad_loops}")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if position_ids is None:
+            position_ids = positions_from_mask(attention_mask)
+        if answer_positions is None:
+            answer_positions = last_token_positions(attention_mask)
+        rows = torch.arange(input_ids.shape[0], device=input_ids.device)
+
+        embeds = self.surgery.embed_tokens(input_ids)
+        ctx = self._context(embeds, attention_mask, position_ids)
+        prelude_out = self._run(self.surgery.prelude_idx, embeds, ctx)
+
+        readouts, states = [], []
+        state = prelude_out if self.design == "S" else self._initial_state(prelude_out, generator)
+        for t in range(1, loops + 1):
+            with torch.set_grad_enabled(torch.is_grad_enabled() and t > no_grad_loops):
+                if t == no_grad_loops + 1 and no_grad_loops:
+                    state = state.detach()
+                state = self._step(t, state, prelude_out, ctx)
+                readouts.append(self._readout(state, ctx, rows, answer_positions))
+                states.append(state[rows, answer_positions])
+
+        readouts = torch.stack(readouts)
+        if return_states:
+            return readouts, torch.stack(states)
+        return readouts
