@@ -258,6 +258,34 @@ def cmd_query(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_params(args: argparse.Namespace) -> int:
+    from ledger.protocol_loader import load_protocol
+
+    protocol = load_protocol(args.protocol)
+    try:
+        from arms.base_models import BaseModelNotFound
+        from arms.params import protocol_params
+    except ImportError as exc:  # the model extras are not installed
+        raise CommandError(f"`ledger params` needs the model extras: pip install -e '.[models]' ({exc})") from None
+    loops = tuple(int(t) for t in args.loops.split(","))
+    try:
+        rows = protocol_params(protocol, loops=loops)
+    except BaseModelNotFound as exc:
+        raise CommandError(str(exc)) from None
+    table = Table(title=f"{protocol.name}: trainable parameters (unique, tied tensors once) and inference cost")
+    for column in ("arm", "kind", "base", "base unique", "base w/o embeddings", "trainable", "% of base", "detail",
+                   *(f"cost T={t}" for t in loops)):
+        table.add_column(column, justify="right" if column not in ("arm", "kind", "base", "detail") else "left")
+    for row in rows:
+        table.add_row(
+            row.arm, row.kind, row.base, f"{row.base_unique:,}", f"{row.base_non_embedding:,}", f"{row.trainable:,}",
+            f"{100 * row.trainable / row.base_unique:.2f}%", row.detail,
+            *(f"{row.cost_by_loops[t]:.2f}x" if row.cost_by_loops else "1.00x" for t in loops),
+        )
+    out.print(table)
+    return EXIT_OK
+
+
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     from ledger.store import default_db_url, upgrade
 
@@ -429,6 +457,16 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("sql", help="the SQL statement")
     query.add_argument("--format", choices=["table", "csv", "json"], default="table")
     query.set_defaults(handler=cmd_query)
+
+    params = commands.add_parser(
+        "params", help="trainable parameters and inference cost of every arm (no weights loaded)",
+        description="Count each arm's trainable parameters (full-block: block + bridge; adapter: LoRA + bridge; "
+        "dense: the whole model) and its inference cost at T loops relative to one base forward, from the bases' "
+        "configs alone (built on the meta device).",
+    )
+    params.add_argument("protocol", help="protocol YAML file")
+    params.add_argument("--loops", default="1,4,8,12", help="loop counts for the cost columns (default 1,4,8,12)")
+    params.set_defaults(handler=cmd_params)
 
     db = commands.add_parser("db", help="database maintenance", description="Database maintenance.")
     db_commands = db.add_subparsers(dest="db_command", metavar="DB_COMMAND")
