@@ -286,6 +286,62 @@ def cmd_params(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        from ledger.runner import BaseUnavailable, Runner, RunRefused
+    except ImportError as exc:
+        raise CommandError(f"`ledger run` needs the model extras: pip install -e '.[models]' ({exc})") from None
+    from ledger.preregistration import RegistrationRefused
+
+    arms = [arm.strip() for arm in args.arms.split(",")] if args.arms else None
+    try:
+        runner = Runner(args.protocol, db=args.db, out=args.out, resume=args.resume, arms=arms,
+                        progress=not args.no_progress)
+        result = runner.run()
+    except BaseUnavailable as exc:
+        raise CommandError(str(exc)) from None
+    except (RunRefused, RegistrationRefused) as exc:
+        raise CommandError(f"refused: {exc}", EXIT_REFUSED) from None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    _print_run_summary(result)
+    return EXIT_REFUSED if result.hard_stopped else EXIT_OK
+
+
+def _print_run_summary(result) -> None:
+    table = Table(title=f"{result.protocol.name} ({result.protocol_sha256[:12]})")
+    for column in ("arm", "status", "accuracy (final loop)", "tail (top 4 depths)", "gates"):
+        table.add_column(column, overflow="fold")
+    for arm in result.arms:
+        accuracy = "; ".join(f"{m} {c}/{n} = {c / n:.3f}" for m, (c, n) in arm.accuracy.items() if n) or "-"
+        tail = "; ".join(f"{m} {c}/{n} = {c / n:.3f}" for m, (c, n) in arm.tail.items() if n) or "-"
+        gates = "; ".join(
+            f"{g['gate']} {'pass' if g['passed'] else 'FAIL'} ({g['action']})" for g in arm.gates
+        ) or "-"
+        status = arm.status if not arm.note else f"{arm.status}: {arm.note}"
+        table.add_row(arm.arm, status, accuracy, tail, gates)
+    out.print(table)
+    if result.claims:
+        claims = Table(title="preregistered claims")
+        for column in ("claim", "outcome", "integrity", "figures"):
+            claims.add_column(column, overflow="fold")
+        for verdict in result.claims:
+            claims.add_row(verdict.claim_id, verdict.outcome, verdict.integrity, verdict.reason)
+        out.print(claims)
+    if result.report is not None:
+        out.print(f"report: {result.report}")
+    out.print(f"log: {result.out_dir / 'run.log'}")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ledger.report import report_for_protocol_name
+
+    with _store(args, create=False) as store:
+        path = report_for_protocol_name(store, args.name, Path(args.out) if args.out else Path("runs") / args.name)
+    out.print(f"report: {path}")
+    return EXIT_OK
+
+
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     from ledger.store import default_db_url, upgrade
 
@@ -457,6 +513,32 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("sql", help="the SQL statement")
     query.add_argument("--format", choices=["table", "csv", "json"], default="table")
     query.set_defaults(handler=cmd_query)
+
+    run = with_db(commands.add_parser(
+        "run", help="run a protocol end to end: train, gate, evaluate, claims, report",
+        description="Register the protocol (preregistration first), build its manifests, and for each arm build it "
+        "from its base, run its stages (checkpoint, gates; a failed stop gate is a hard stop that marks the lineage "
+        "failed), evaluate every evaluation manifest through the shared reader, then the gates between arms, the "
+        "preregistered claims and the report. Bases load from local paths or the local HF cache only: a missing "
+        "base stops the run at once (exit 2) with how to point it at local weights, writing nothing.",
+        epilog="Exit codes: 0 complete; 2 bad input or a missing base; 3 refused (already run without --resume, a "
+        "changed protocol, a failed lineage) or a hard stop happened.",
+    ))
+    run.add_argument("protocol", help="protocol YAML file")
+    run.add_argument("--out", help="output folder (default runs/PROTOCOL-NAME): checkpoints, run.log, report")
+    run.add_argument("--resume", action="store_true", help="continue a run from what the ledger already holds")
+    run.add_argument("--arms", help="comma-separated arm ids to run (default: all)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars (the log still records progress)")
+    run.set_defaults(handler=cmd_run)
+
+    report = with_db(commands.add_parser(
+        "report", help="write the HTML report of a protocol or imported release",
+        description="Write OUT/report.html with PNG figures (per-depth accuracy with the training support shaded, "
+        "per-loop heatmaps, accuracy vs latency, the claims table, the lineage tree), read from the ledger.",
+    ))
+    report.add_argument("name", help="protocol or release name")
+    report.add_argument("--out", help="output folder (default runs/NAME)")
+    report.set_defaults(handler=cmd_report)
 
     params = commands.add_parser(
         "params", help="trainable parameters and inference cost of every arm (no weights loaded)",

@@ -33,13 +33,21 @@ class StoreEvidence:
         return found[0]["sha256"] if found else None
 
     def records(self, arm: str, manifest: str) -> list[dict]:
+        """The arm's evidence on a manifest from its LATEST checkpoint that read it.
+
+        An arm read on the same rows by several checkpoints (a gate after each stage)
+        is judged by the last one; earlier readings stay in the ledger for the gates.
+        """
         sha = self.manifest_sha256(manifest)
         if sha is None:
             return []
         return self.store.query(
             "SELECT e.row_id, r.depth, e.loop, e.correct, e.prediction, e.checkpoint_sha256, e.entry_seq "
             "FROM evidence e JOIN rows r ON r.manifest_sha256 = e.manifest_sha256 AND r.row_id = e.row_id "
-            "WHERE e.arm = :arm AND e.manifest_sha256 = :sha ORDER BY r.position, e.loop",
+            "WHERE e.arm = :arm AND e.manifest_sha256 = :sha AND e.checkpoint_sha256 = ("
+            "  SELECT c.sha256 FROM evidence x JOIN checkpoints c ON c.sha256 = x.checkpoint_sha256"
+            "  WHERE x.arm = :arm AND x.manifest_sha256 = :sha ORDER BY c.id DESC LIMIT 1) "
+            "ORDER BY r.position, e.loop",
             {"arm": arm, "sha": sha},
         ).records()
 

@@ -250,6 +250,12 @@ class _ArmCommon(StrictModel):
     description: str = ""
     base: str
     init_from: str | None = Field(default=None, description="Continue from another arm's promoted checkpoint.")
+    init_checkpoint: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="Continue from a checkpoint recorded in the ledger (by SHA-256), e.g. from an earlier protocol; "
+        "refused if its lineage failed a hard gate or is exploratory.",
+    )
     stages: list[Stage] = Field(default_factory=list)
     evaluation: Evaluation
 
@@ -310,7 +316,7 @@ class InstallationGate(_GateCommon):
     kind: Literal["installation"]
     manifest: str
     depths: DepthRange
-    threshold: float = Field(gt=0, le=1)
+    threshold: float = Field(ge=0, le=1, description="0 records the measurement without ever failing.")
 
 
 class GuardrailGate(_GateCommon):

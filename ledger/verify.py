@@ -324,7 +324,7 @@ def _verdict(store, path, claim, result: ClaimResult, evidence: StoreEvidence, i
     verdict.first_outcome = first["outcome"] if first else None
     if record and registered is not None and first is None and verdict.integrity == "verified":
         inputs = [
-            {"role": f"arm{index}", "arm": arm, "checkpoint_sha256": sha, "manifest_sha256": manifest_sha}
+            {"role": f"arm{index}:{sha[:12]}", "arm": arm, "checkpoint_sha256": sha, "manifest_sha256": manifest_sha}
             for index, arm in enumerate(arms)
             for sha in sorted(evidence.checkpoints_used(arm, claim.manifest))
         ]

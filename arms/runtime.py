@@ -1,0 +1,325 @@
+"""One arm's model during a run: build it from its base, train a stage, evaluate, save and load.
+
+The runner (``ledger/runner.py``) drives these objects and never reaches inside a model:
+it hands over rows and gets back per-row, per-loop readings made by the shared reader.
+Every random choice is derived from a seed by hashing (batch draws per step, torch's
+generator per stage), so a stage re-run after a crash reproduces itself bit for bit.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ledger.canonical import canonical_json, sha256_hex
+from ledger.reader import Reader
+
+ProgressFn = Callable[[int, float], None]
+
+
+@dataclass
+class Reading:
+    """One arm's reading of one row at one loop (loop 0: read once, e.g. generated text)."""
+
+    row_id: str
+    loop: int
+    prediction: str | None
+    correct: bool | None
+    margin: float | None = None
+    latency_ms: float | None = None
+    tokens_generated: int | None = None
+    text: str | None = None
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss stopped being finite: the stage failed."""
+
+
+def derived_seed(*parts: Any) -> int:
+    return int(sha256_hex(canonical_json(list(parts)))[:16], 16) % (2**63)
+
+
+def draw_batch(rows: Sequence[Any], batch_size: int, *seed_parts: Any) -> list[Any]:
+    """The rows of one training step: a seeded draw without replacement (by step, not by position)."""
+    generator = torch.Generator().manual_seed(derived_seed(*seed_parts))
+    picks = torch.randperm(len(rows), generator=generator)[: min(batch_size, len(rows))]
+    return [rows[int(index)] for index in picks]
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+class ArmRuntime:
+    """Shared machinery: optimiser, stage loop, trainable state on disk."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, reader: Reader):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.reader = reader
+
+    # -- parameters and state
+
+    def named_groups(self) -> dict[str, list[torch.nn.Parameter]]:
+        raise NotImplementedError
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return {name: p.detach().cpu().contiguous() for name, p in self.model.named_parameters() if p.requires_grad}
+
+    def save(self, path: Path, metadata: dict[str, str]) -> Path:
+        """Write the trainable tensors as safetensors, atomically (temp file, then rename)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        save_file(self.trainable_state(), str(tmp), metadata={key: str(value) for key, value in metadata.items()})
+        tmp.replace(path)
+        return path
+
+    def load(self, path: Path) -> None:
+        state = load_file(str(path))
+        named = dict(self.model.named_parameters())
+        missing = [name for name in state if name not in named]
+        if missing:
+            raise ValueError(f"{path}: tensors {missing[:3]} do not belong to this arm")
+        with torch.no_grad():
+            for name, tensor in state.items():
+                named[name].copy_(tensor)
+
+    # -- training
+
+    def loss(self, rows: Sequence[Any], stage: Any, step: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def train_stage(self, stage: Any, rows: Sequence[Any], seed_parts: tuple, progress: ProgressFn | None = None) -> float:
+        from arms.optim import build_optimizer
+
+        torch.manual_seed(derived_seed(*seed_parts, "torch"))
+        optimizer = build_optimizer(
+            self.named_groups(),
+            kind=stage.optimizer.kind,
+            lr=stage.optimizer.lr,
+            weight_decay=stage.optimizer.weight_decay,
+            group_lr_multipliers=dict(stage.optimizer.group_lrs) or None,
+        )
+        self.model.train()
+        loss_value = math.nan
+        for step in range(stage.steps):
+            batch = draw_batch(rows, stage.batch_size, *seed_parts, step)
+            optimizer.zero_grad()
+            loss = self.loss(batch, stage, step)
+            loss_value = float(loss.detach())
+            if not math.isfinite(loss_value):
+                raise TrainingDiverged(f"stage {stage.id}: loss is {loss_value} at step {step}")
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_([p for g in self.named_groups().values() for p in g], 1.0)
+            optimizer.step()
+            if progress is not None:
+                progress(step, loss_value)
+        self.model.eval()
+        return loss_value
+
+    # -- evaluation
+
+    def evaluate(self, rows: Sequence[Any], evaluation: Any) -> list[Reading]:
+        raise NotImplementedError
+
+    def choice_at_loop1(self, rows: Sequence[Any], batch_size: int = 16) -> list[Reading]:
+        """Multiple-choice rows read at loop 1 (the base route): scores restricted to the row's labels."""
+        readings = []
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start : start + batch_size]
+            with torch.inference_mode():
+                logits = self.loop1_logits(chunk)
+            for row, scores in zip(chunk, logits):
+                read = self.reader.decode_scores(scores.float().numpy(), row)
+                readings.append(Reading(row.row_id, 1, read.prediction, read.correct, _finite(read.margin)))
+        return readings
+
+    def loop1_logits(self, rows: Sequence[Any]) -> torch.Tensor:
+        raise NotImplementedError
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+class RecurrentRuntime(ArmRuntime):
+    """A retrofitted recurrent arm: the shared block looped, read at every loop."""
+
+    def __init__(self, base_model, tokenizer, reader: Reader, arm: Any):
+        from arms.recurrent import RecurrentLM
+
+        surgery = arm.surgery
+        model = RecurrentLM.build(
+            base_model,
+            split=tuple(surgery.split) if surgery.split else None,
+            tuple_=tuple(surgery.tuple_) if surgery.tuple_ else None,
+            bridge=arm.bridge.kind,
+        )
+        from arms import budgets
+
+        if arm.budget.kind == "full_block":
+            groups = budgets.apply_full_block_budget(model)
+        else:
+            model = budgets.apply_adapter_budget(
+                model, rank=arm.budget.rank, alpha=arm.budget.alpha, targets=tuple(arm.budget.targets),
+                dropout=arm.budget.dropout, seed=derived_seed(arm.id, "lora-init"),
+            )
+            groups = model.param_groups()
+        super().__init__(model, tokenizer, reader)
+        self.arm = arm
+        self.symbol_ids = torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols])
+        self.groups = groups
+
+    def named_groups(self):
+        return self.groups
+
+    def _encode(self, rows):
+        encoded = self.reader.encode(rows, return_tensors="pt")
+        return encoded["input_ids"], encoded["attention_mask"]
+
+    def readouts(self, rows, loops: int) -> torch.Tensor:
+        """[loops, batch, n_symbols]: every loop's readout restricted to the reader's symbols."""
+        input_ids, attention_mask = self._encode(rows)
+        out = self.model(input_ids, attention_mask, loops=loops)
+        return out[..., self.symbol_ids]
+
+    def loop1_logits(self, rows):
+        return self.readouts(rows, 1)[0]
+
+    def loss(self, rows, stage, step):
+        from arms.training import anneal_loss, anneal_weight, encode_path_targets, intermediate_loss, outcome_loss
+
+        if stage.recurrence is not None and stage.recurrence.kind != "forced":
+            raise NotImplementedError(
+                f"stage {stage.id}: the runner trains rule chasing at forced depth; "
+                f"recurrence {stage.recurrence.kind!r} is not supported by `ledger run` yet"
+            )
+        targets, answers, depths = encode_path_targets([row.path for row in rows], list(self.reader.symbols))
+        logits = self.readouts(rows, int(depths.max()))
+        if stage.objective == "intermediate":
+            return intermediate_loss(logits, targets, depths)
+        if stage.objective == "outcome":
+            return outcome_loss(logits, answers, depths)
+        weight = anneal_weight(step, stage.steps, stage.anneal_fraction)
+        return anneal_loss(logits, targets, answers, depths, weight)
+
+    def evaluate(self, rows, evaluation) -> list[Reading]:
+        """Forced depth: each row read at every loop 1..depth in one forward (rows batched by depth)."""
+        readings: list[Reading] = []
+        by_depth: dict[int, list] = {}
+        for row in rows:
+            by_depth.setdefault(row.depth, []).append(row)
+        for depth, group in sorted(by_depth.items()):
+            loops = depth if evaluation.loops == "forced" else max(evaluation.loops)
+            wanted = range(1, depth + 1) if evaluation.loops == "forced" else evaluation.loops
+            for start in range(0, len(group), evaluation.batch_size):
+                chunk = group[start : start + evaluation.batch_size]
+                with torch.inference_mode():
+                    logits = self.readouts(chunk, loops)
+                for b, row in enumerate(chunk):
+                    for loop in wanted:
+                        target = row.path[loop] if loop <= row.depth and len(row.path) > loop else None
+                        read = self.reader.decode_scores(logits[loop - 1, b].float().numpy(), row, target=target)
+                        correct = read.correct if target is not None else None
+                        readings.append(Reading(row.row_id, loop, read.prediction, correct, _finite(read.margin)))
+            self._time_sample(group, loops, evaluation.latency_sample_per_depth, readings)
+        return readings
+
+    def _time_sample(self, group, loops, sample, readings):
+        """Synchronized batch-1 model-call time (median of 3) for the first `sample` rows of a depth."""
+        final = {(r.row_id, r.loop): r for r in readings}
+        for row in group[:sample]:
+            times = []
+            for _ in range(3):
+                _sync()
+                started = time.perf_counter()
+                with torch.inference_mode():
+                    self.readouts([row], loops)
+                _sync()
+                times.append((time.perf_counter() - started) * 1000.0)
+            reading = final.get((row.row_id, row.depth)) or final.get((row.row_id, loops))
+            if reading is not None:
+                reading.latency_ms = statistics.median(times)
+
+
+class DenseRuntime(ArmRuntime):
+    """A dense arm: SFT on direct answers or scratchpad hops, read from generated text."""
+
+    def __init__(self, base_model, tokenizer, reader: Reader, arm: Any):
+        super().__init__(base_model, tokenizer, reader)
+        objectives = {stage.objective for stage in arm.stages}
+        self.mode = "scratchpad" if "sft_scratchpad" in objectives else "direct"
+        self.arm = arm
+        for parameter in self.model.parameters():
+            parameter.requires_grad_(True)
+        self.symbol_ids = torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols])
+
+    def named_groups(self):
+        matrices = [p for p in self.model.parameters() if p.ndim == 2]
+        others = [p for p in self.model.parameters() if p.ndim != 2]
+        return {"matrices": matrices, "vectors": others}
+
+    def loss(self, rows, stage, step):
+        from arms.sft_data import build_sft_examples, collate_sft
+
+        mode = "scratchpad" if stage.objective == "sft_scratchpad" else "direct"
+        batch = collate_sft(build_sft_examples(rows, self.reader, mode=mode), self.tokenizer)
+        return self.model(**batch).loss
+
+    def loop1_logits(self, rows):
+        encoded = self.reader.encode(rows, return_tensors="pt")
+        out = self.model(**encoded, logits_to_keep=1).logits[:, -1]
+        return out[:, self.symbol_ids]
+
+    def evaluate(self, rows, evaluation) -> list[Reading]:
+        from arms.dense import DenseArm
+
+        arm = DenseArm(self.model, self.tokenizer, self.reader, mode=self.mode)
+        generations = arm.generate(rows, max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size)
+        readings = [
+            Reading(g.row_id, 0, g.prediction, g.correct, None, None, g.tokens_generated, g.text) for g in generations
+        ]
+        by_id = {reading.row_id: reading for reading in readings}
+        per_depth: dict[int, int] = {}
+        for row in rows:  # batch-1 latency on a sample per depth
+            if per_depth.get(row.depth, 0) >= evaluation.latency_sample_per_depth:
+                continue
+            per_depth[row.depth] = per_depth.get(row.depth, 0) + 1
+            times = []
+            for _ in range(3):
+                (generation,) = arm.generate([row], max_new_tokens=evaluation.max_new_tokens, batch_size=1)
+                times.append(generation.latency_s * 1000.0)
+            by_id[row.row_id].latency_ms = statistics.median(times)
+        return readings
+
+
+def build_runtime(arm: Any, base_model, tokenizer, reader: Reader) -> ArmRuntime:
+    """A fresh arm over its own copy of the base (arms never share trainable weights)."""
+    model = copy.deepcopy(base_model)
+    if arm.kind == "recurrent":
+        return RecurrentRuntime(model, tokenizer, reader, arm)
+    return DenseRuntime(model, tokenizer, reader, arm)
+
+
+def base_choice_readings(base_model, tokenizer, reader: Reader, rows, batch_size: int = 16) -> list[Reading]:
+    """The base model itself on multiple-choice rows (the guardrail's reference), loop 1."""
+    symbol_ids = torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols])
+    readings = []
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start : start + batch_size]
+        encoded = reader.encode(chunk, return_tensors="pt")
+        with torch.inference_mode():
+            logits = base_model(**encoded, logits_to_keep=1).logits[:, -1][:, symbol_ids]
+        for row, scores in zip(chunk, logits):
+            read = reader.decode_scores(scores.float().numpy(), row)
+            readings.append(Reading(row.row_id, 1, read.prediction, read.correct, _finite(read.margin)))
+    return readings
