@@ -79,7 +79,9 @@ class ArmRuntime:
         """Write the trainable tensors as safetensors, atomically (temp file, then rename)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        save_file(self.trainable_state(), str(tmp), metadata={key: str(value) for key, value in metadata.items()})
+        # One metadata key holding canonical JSON: safetensors writes a multi-key metadata map
+        # in a per-process hash order, which would make identical weights hash differently.
+        save_file(self.trainable_state(), str(tmp), metadata={"ledger": canonical_json(metadata)})
         tmp.replace(path)
         return path
 
@@ -196,21 +198,17 @@ class RecurrentRuntime(ArmRuntime):
         return self.readouts(rows, 1)[0]
 
     def loss(self, rows, stage, step):
-        from arms.training import anneal_loss, anneal_weight, encode_path_targets, intermediate_loss, outcome_loss
+        from arms.trainer import make_recurrent_batch, recurrent_loss
+        from arms.training import anneal_weight
 
         if stage.recurrence is not None and stage.recurrence.kind != "forced":
             raise NotImplementedError(
                 f"stage {stage.id}: the runner trains rule chasing at forced depth; "
                 f"recurrence {stage.recurrence.kind!r} is not supported by `ledger run` yet"
             )
-        targets, answers, depths = encode_path_targets([row.path for row in rows], list(self.reader.symbols))
-        logits = self.readouts(rows, int(depths.max()))
-        if stage.objective == "intermediate":
-            return intermediate_loss(logits, targets, depths)
-        if stage.objective == "outcome":
-            return outcome_loss(logits, answers, depths)
-        weight = anneal_weight(step, stage.steps, stage.anneal_fraction)
-        return anneal_loss(logits, targets, answers, depths, weight)
+        weight = anneal_weight(step, stage.steps, stage.anneal_fraction) if stage.objective == "anneal" else None
+        batch = make_recurrent_batch(rows, self.reader)
+        return recurrent_loss(self.model, batch, objective=stage.objective, anneal_weight=weight).loss
 
     def evaluate(self, rows, evaluation) -> list[Reading]:
         """Forced depth: each row read at every loop 1..depth in one forward (rows batched by depth)."""

@@ -240,7 +240,7 @@ class Runner:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_name(target.name + ".tmp")
                 state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
-                save_file(state, str(tmp), metadata={"base": name})
+                save_file(state, str(tmp), metadata={"ledger": canonical_json({"base": name})})
                 tmp.replace(target)
             sha, path = sha256_file(target), str(target)
         if self.store.get("checkpoints", sha256=sha) is None:
