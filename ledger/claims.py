@@ -156,7 +156,8 @@ def check_claims_against(claims: ClaimFile, protocol: Protocol, file: str) -> li
             issues.append(ProtocolIssue(file, None, f"{where}.manifest", f"unknown manifest {claim.manifest!r}"))
         named = list(getattr(claim, "arms", ())) + ([claim.arm] if hasattr(claim, "arm") else [])
         for arm in named:
-            if arm not in arms and arm != "base":
+            # A base is read as its own arm, "base:NAME" (the reference of guardrails).
+            if arm not in arms and not (arm.startswith("base:") and arm[5:] in protocol.bases):
                 issues.append(ProtocolIssue(file, None, where, f"unknown arm {arm!r}"))
         if isinstance(claim, GateClaim) and claim.gate not in gates:
             issues.append(ProtocolIssue(file, None, f"{where}.gate", f"unknown gate {claim.gate!r}"))

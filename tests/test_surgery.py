@@ -552,3 +552,21 @@ def test_smollm2_loads_from_gguf_and_local_directory_alike(smollm2, tmp_path):
     assert type(model).__name__ == "LlamaForCausalLM" and model.dtype == torch.float32
     assert not model.training and tokenizer.pad_token is not None
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
+
+
+@pytest.mark.slow
+def test_qwen25_05b_shape_untrained_retrofit_at_loop1_is_the_base_bit_for_bit():
+    """The paper's real shape (24 layers, hidden 896, 14/2 heads, SwiGLU 4864, tied), random init, split (6, 18)."""
+    from transformers import Qwen2ForCausalLM
+
+    from arms.base_models import qwen25_05b_config
+
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(qwen25_05b_config(attn_implementation="sdpa")).eval()
+    rlm = RecurrentLM.build(model, split=(6, 18), bridge="split").eval()
+    assert rlm.bridge is not None and sum(p.numel() for p in rlm.bridge.parameters()) == 1_608_321
+    ids, mask = left_padded_batch((7, 12), model.config.vocab_size)
+    with torch.no_grad():
+        readouts = rlm(ids, mask, loops=2)
+    assert torch.equal(readouts[0], _base_last_logits(model, ids, mask))
+    assert not torch.equal(readouts[1], readouts[0])
