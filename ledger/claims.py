@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from ledger.protocol import DepthRange, Protocol, StrictModel, _located
-from ledger.protocol_loader import ProtocolError, ProtocolIssue, _Document, _issues_from_validation
+from ledger.protocol_loader import ProtocolIssue, load_model_file
 
 
 class RowFilter(StrictModel):
@@ -120,26 +120,7 @@ class ClaimFile(StrictModel):
 
 def load_claims(path: str | Path) -> ClaimFile:
     """Read and validate a claim file; located errors as for protocols."""
-    path = Path(path)
-    file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProtocolError([ProtocolIssue(file, None, "", f"cannot read claim file: {exc}")]) from None
-    if not text.strip():
-        raise ProtocolError([ProtocolIssue(file, None, "", "the claim file is empty")])
-    try:
-        document = _Document(text, file)
-    except Exception as exc:  # yaml errors, duplicate keys
-        if isinstance(exc, ProtocolError):
-            raise
-        raise ProtocolError([ProtocolIssue(file, None, "", f"unreadable YAML: {exc}")]) from None
-    if not isinstance(document.data, dict):
-        raise ProtocolError([ProtocolIssue(file, 1, "", "expected a mapping with protocol, correction and claims")])
-    try:
-        return ClaimFile.model_validate(document.data)
-    except ValidationError as exc:
-        raise ProtocolError(_issues_from_validation(exc, document)) from None
+    return load_model_file(path, ClaimFile, "claim file")
 
 
 def check_claims_against(claims: ClaimFile, protocol: Protocol, file: str) -> list[ProtocolIssue]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ledger.protocol import Protocol
 
@@ -100,6 +100,16 @@ def _reject_duplicate_keys(node: yaml.Node, file: str) -> None:
 
 def load_protocol(path: str | Path) -> Protocol:
     """Read, parse and validate a protocol file; raise ``ProtocolError`` with located issues."""
+    return load_model_file(path, Protocol, "protocol")
+
+
+def parse_protocol(text: str, file: str = "<string>") -> Protocol:
+    """Validate protocol YAML text; ``file`` is only used in messages."""
+    return parse_model_text(text, file, Protocol, "protocol")
+
+
+def load_model_file(path: str | Path, model: type[BaseModel], what: str) -> Any:
+    """Any strict YAML document (protocol, claim file, release mapping) with located errors."""
     path = Path(path)
     file = str(path)
     try:
@@ -107,18 +117,17 @@ def load_protocol(path: str | Path) -> Protocol:
     except FileNotFoundError:
         raise ProtocolError([ProtocolIssue(file, None, "", "file not found")]) from None
     except IsADirectoryError:
-        raise ProtocolError([ProtocolIssue(file, None, "", "is a directory, not a protocol file")]) from None
+        raise ProtocolError([ProtocolIssue(file, None, "", f"is a directory, not a {what} file")]) from None
     except UnicodeDecodeError as exc:
         raise ProtocolError([ProtocolIssue(file, None, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
     except OSError as exc:
         raise ProtocolError([ProtocolIssue(file, None, "", f"cannot read: {exc.strerror}")]) from None
-    return parse_protocol(text, file)
+    return parse_model_text(text, file, model, what)
 
 
-def parse_protocol(text: str, file: str = "<string>") -> Protocol:
-    """Validate protocol YAML text; ``file`` is only used in messages."""
+def parse_model_text(text: str, file: str, model: type[BaseModel], what: str) -> Any:
     if not text.strip():
-        raise ProtocolError([ProtocolIssue(file, None, "", "the file is empty (expected a protocol mapping)")])
+        raise ProtocolError([ProtocolIssue(file, None, "", f"the file is empty (expected a {what} mapping)")])
     try:
         document = _Document(text, file)
     except yaml.YAMLError as exc:
@@ -131,10 +140,10 @@ def parse_protocol(text: str, file: str = "<string>") -> Protocol:
     if not isinstance(document.data, dict):
         kind = type(document.data).__name__
         raise ProtocolError(
-            [ProtocolIssue(file, document.line_of(()), "", f"expected a mapping of protocol fields, got a {kind}")]
+            [ProtocolIssue(file, document.line_of(()), "", f"expected a mapping of {what} fields, got a {kind}")]
         )
     try:
-        return Protocol.model_validate(document.data)
+        return model.model_validate(document.data)
     except ValidationError as exc:
         raise ProtocolError(_issues_from_validation(exc, document)) from None
 

@@ -24,7 +24,7 @@ from pydantic import Field, ValidationError, model_validator
 from ledger.canonical import sha256_file
 from ledger.manifest import Manifest, Row
 from ledger.protocol import StrictModel, _located
-from ledger.protocol_loader import ProtocolError, ProtocolIssue, _Document, _issues_from_validation
+from ledger.protocol_loader import load_model_file
 from ledger.reader import read_generated_text_detail, row_symbols
 
 
@@ -165,19 +165,7 @@ class LoadedRelease:
 
 
 def load_mapping(path: str | Path) -> ReleaseMapping:
-    path = Path(path)
-    file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProtocolError([ProtocolIssue(file, None, "", f"cannot read mapping file: {exc}")]) from None
-    document = _Document(text, file)
-    if not isinstance(document.data, dict):
-        raise ProtocolError([ProtocolIssue(file, 1, "", "expected a mapping with release, source, root, ...")])
-    try:
-        return ReleaseMapping.model_validate(document.data)
-    except ValidationError as exc:
-        raise ProtocolError(_issues_from_validation(exc, document)) from None
+    return load_model_file(path, ReleaseMapping, "release mapping")
 
 
 def resolve_root(mapping: ReleaseMapping, mapping_path: str | Path, root_override: str | Path | None = None) -> Path:

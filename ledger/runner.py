@@ -23,11 +23,9 @@ Tier-1 readings wrong (a model that lost general ability).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import platform
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,7 +169,7 @@ class Runner:
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         self.store = open_store(url)
         try:
-            registration = register(self.store, self.protocol_path)
+            register(self.store, self.protocol_path)
             self.sha = registration_of(self.store, self.protocol)
             log.info("protocol %s registered as %s", self.protocol.name, self.sha)
             self.manifests: dict[str, Manifest] = build_manifests(self.protocol)
