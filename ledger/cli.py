@@ -342,6 +342,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_pretrain_base(args: argparse.Namespace) -> int:
+    try:
+        from arms.pretrain import pretrain_base
+    except ImportError as exc:
+        raise CommandError(f"`ledger pretrain-base` needs the model extras: pip install -e '.[models]' ({exc})") from None
+    from ledger.protocol_loader import ProtocolError
+
+    try:
+        summary = pretrain_base(args.recipe, args.out, max_steps=args.max_steps, progress=not args.no_progress)
+    except (ValueError, FileExistsError) as exc:
+        raise CommandError(str(exc)) from None
+    except ProtocolError:
+        raise
+    out.print_json(data=summary)
+    return EXIT_OK
+
+
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     from ledger.store import default_db_url, upgrade
 
@@ -539,6 +556,18 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("name", help="protocol or release name")
     report.add_argument("--out", help="output folder (default runs/NAME)")
     report.set_defaults(handler=cmd_report)
+
+    pretrain = commands.add_parser(
+        "pretrain-base", help="pretrain a tiny base from scratch on the local synthetic corpus",
+        description="Pretrain a small Qwen2 base on a synthetic corpus (single-hop table lookups, copying, "
+        "arithmetic, the Tier-1 format; never iteration) as a recipe file says, deterministically from its seed. "
+        "Writes OUT/ (weights, tokenizer, recipe copy, SHA256, train.log, summary.json) atomically.",
+    )
+    pretrain.add_argument("recipe", help="recipe YAML (e.g. bases/tiny-base.recipe.yaml)")
+    pretrain.add_argument("--out", required=True, help="output folder (must not exist)")
+    pretrain.add_argument("--max-steps", type=int, help="stop after this many steps (the schedule still spans the recipe)")
+    pretrain.add_argument("--no-progress", action="store_true", help="no progress bar")
+    pretrain.set_defaults(handler=cmd_pretrain_base)
 
     params = commands.add_parser(
         "params", help="trainable parameters and inference cost of every arm (no weights loaded)",

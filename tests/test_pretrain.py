@@ -1,0 +1,173 @@
+"""The tiny-base pretraining recipe, its synthetic corpus and a 3-step run of the real code path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from arms.pretrain import (
+    ANSWER_SUFFIX,
+    excluded_tier1_questions,
+    heldout_lookups,
+    load_recipe,
+    symbols_at,
+    synthetic_corpus,
+)
+from ledger.tasks.alphabets import N16, N24
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "bases" / "tiny-base.recipe.yaml"
+TABLE_LINE = re.compile(r"^(\S+) -> (\S+)$", re.M)
+QUESTION = re.compile(r"Start value: (\S+)\nApply f exactly (\d+) times\.\nWhat is the final value\?$")
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    return load_recipe(RECIPE)
+
+
+def _sample_steps(recipe):
+    """Steps from every curriculum stage, the first ones included."""
+    steps = set(range(0, 40))
+    for stage in recipe.curriculum:
+        steps.update(range(stage.start_step, stage.start_step + 10))
+    steps.add(recipe.steps - 1)
+    return sorted(steps)
+
+
+def test_corpus_is_deterministic_per_seed_and_step(recipe):
+    first = synthetic_corpus(recipe, 17)
+    assert first == synthetic_corpus(recipe, 17)
+    assert len(first) == recipe.batch_size
+    assert [e.text for e in first] != [e.text for e in synthetic_corpus(recipe, 18)]
+    other_seed = recipe.model_copy(update={"seed": recipe.seed + 1})
+    assert [e.text for e in first] != [e.text for e in synthetic_corpus(other_seed, 17)]
+
+
+def test_corpus_has_every_kind_and_follows_the_curriculum(recipe):
+    kinds = {e.kind for step in range(20) for e in synthetic_corpus(recipe, step)}
+    assert kinds == {k for k, w in recipe.mixture.items() if w > 0}
+    for stage in recipe.curriculum:
+        sizes = {
+            len(TABLE_LINE.findall(e.prompt))
+            for step in range(stage.start_step, stage.start_step + 10)
+            for e in synthetic_corpus(recipe, step)
+            if e.kind == "lookup"
+        }
+        assert max(sizes) == stage.max_symbols == symbols_at(recipe, stage.start_step)
+
+
+def test_no_trained_example_ever_iterates(recipe):
+    """Every supervised table question says d = 1 and its answer is the ONE-hop value."""
+    lookups = recalls = 0
+    for step in _sample_steps(recipe):
+        for example in synthetic_corpus(recipe, step):
+            # no text anywhere in the corpus states a depth other than 1
+            assert set(re.findall(r"exactly (\d+) times", example.text)) <= {"1"}
+            if example.kind != "lookup":
+                assert "->" not in example.text
+                continue
+            table = dict(TABLE_LINE.findall(example.prompt))
+            assert len(table) == len(TABLE_LINE.findall(example.prompt))  # every key once
+            segments = example.segments()
+            assert segments[0][0] == example.prompt + ANSWER_SUFFIX  # the protocol's exact prompt first
+            for context, answer in segments:
+                if context.endswith(" ->"):  # a recalled table line: "\nM ->" then " J"
+                    key = context[:-3].rsplit("\n", 1)[-1]
+                    assert answer == " " + table[key]
+                    recalls += 1
+                    continue
+                assert context.endswith(ANSWER_SUFFIX)
+                start, depth = QUESTION.search(context[: -len(ANSWER_SUFFIX)]).groups()
+                assert depth == "1"
+                assert answer == " " + table[start]
+                lookups += 1
+    assert lookups > 1000
+    assert recalls > 0 or recipe.lookup_recalls == (0, 0)
+
+
+def test_every_numeral_occurs_in_the_corpus(recipe):
+    seen = set()
+    for step in range(40):
+        for example in synthetic_corpus(recipe, step):
+            seen.update(re.findall(r"\b\d+\b", example.text))
+    assert {str(n) for n in range(0, 31)} <= seen
+
+
+def test_corpus_never_holds_a_tier1_question(recipe):
+    from ledger.tasks import generate_arithmetic
+
+    excluded = excluded_tier1_questions(recipe)
+    tier1 = generate_arithmetic(seed=20260707, split="tier1", per_op=16)  # protocols/phaseA.yaml
+    assert {row.prompt.split("\n", 1)[0] for row in tier1} <= excluded
+    for step in range(60):
+        for example in synthetic_corpus(recipe, step):
+            assert example.prompt.split("\n", 1)[0] not in excluded or example.kind != "choice"
+
+
+def test_heldout_rows_use_the_protocol_alphabets(recipe):
+    rows = heldout_lookups(recipe, 16)
+    assert len(rows) == recipe.eval_rows
+    assert all(symbols == sorted(N16) for _, symbols in rows)
+    train = {e.prompt for step in range(0, 200, 7) for e in synthetic_corpus(recipe, step)}
+    assert not train & {example.prompt for example, _ in rows}
+
+
+def test_pretrain_base_three_steps_round_trip(tmp_path, recipe):
+    import torch
+
+    from arms.base_models import load_base
+    from arms.pretrain import pretrain_base, verify_base_hash
+    from ledger.reader import Reader
+
+    out = tmp_path / "tiny-pretrained"
+    threads = torch.get_num_threads()
+    summary = pretrain_base(RECIPE, out, max_steps=3, progress=False)
+    assert torch.get_num_threads() == threads
+    assert not (tmp_path / ".tiny-pretrained.partial").exists()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "recipe.yaml", "SHA256", "summary.json", "train.log"):
+        assert (out / name).is_file(), name
+    assert summary["steps"] == 3 and summary["recipe_steps"] == recipe.steps
+    assert torch.isfinite(torch.tensor(summary["final_loss"]))
+    digest = hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
+    assert verify_base_hash(out) == digest
+    assert (out / "SHA256").read_text() == f"{digest}  model.safetensors\n"
+    assert json.loads((out / "summary.json").read_text())["model_sha256"] == digest
+    assert (out / "recipe.yaml").read_bytes() == RECIPE.read_bytes()
+    log = [json.loads(line) for line in (out / "train.log").read_text().splitlines()]
+    assert [r["event"] for r in log][0] == "start" and log[-1]["event"] == "end"
+    assert any(r["event"] == "eval" for r in log)
+
+    with pytest.raises(FileExistsError):
+        pretrain_base(RECIPE, out, max_steps=1, progress=False)
+
+    model, tokenizer = load_base(str(out))
+    assert type(model).__name__ == "Qwen2ForCausalLM"
+    assert sum(p.numel() for p in model.parameters()) == summary["parameters"]
+    for alphabet in (N16, N24):
+        reader = Reader(alphabet, tokenizer=tokenizer)  # raises unless each " X" is one known token
+        assert len(set(reader.symbol_token_ids.values())) == len(alphabet)
+    example, _ = heldout_lookups(recipe, 24)[0]
+    ids = tokenizer(example.prompt + ANSWER_SUFFIX, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**ids).logits
+    assert torch.isfinite(logits).all()
+
+
+def test_verify_base_hash_refuses_a_changed_file(tmp_path):
+    from arms.pretrain import verify_base_hash
+
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    digest = hashlib.sha256(b"weights").hexdigest()
+    (tmp_path / "SHA256").write_text(f"{digest}  model.safetensors\n")
+    assert verify_base_hash(tmp_path) == digest
+    assert verify_base_hash(tmp_path, expected=digest) == digest
+    with pytest.raises(ValueError, match="expected"):
+        verify_base_hash(tmp_path, expected="0" * 64)
+    (tmp_path / "model.safetensors").write_bytes(b"weights!")
+    with pytest.raises(ValueError, match="SHA256 says"):
+        verify_base_hash(tmp_path)
