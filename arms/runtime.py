@@ -104,8 +104,10 @@ class ArmRuntime:
         from arms.optim import build_optimizer
 
         torch.manual_seed(derived_seed(*seed_parts, "torch"))
+        groups = self.named_groups()
+        trainable = [p for group in groups.values() for p in group]
         optimizer = build_optimizer(
-            self.named_groups(),
+            groups,
             kind=stage.optimizer.kind,
             lr=stage.optimizer.lr,
             weight_decay=stage.optimizer.weight_decay,
@@ -121,7 +123,7 @@ class ArmRuntime:
             if not math.isfinite(loss_value):
                 raise TrainingDiverged(f"stage {stage.id}: loss is {loss_value} at step {step}")
             loss.backward()
-            torch.nn.utils.clip_grad_norm_([p for g in self.named_groups().values() for p in g], 1.0)
+            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
             optimizer.step()
             if progress is not None:
                 progress(step, loss_value)

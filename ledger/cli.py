@@ -347,14 +347,10 @@ def cmd_pretrain_base(args: argparse.Namespace) -> int:
         from arms.pretrain import pretrain_base
     except ImportError as exc:
         raise CommandError(f"`ledger pretrain-base` needs the model extras: pip install -e '.[models]' ({exc})") from None
-    from ledger.protocol_loader import ProtocolError
-
-    try:
+    try:  # a bad recipe raises ProtocolError, which main() prints as located issues
         summary = pretrain_base(args.recipe, args.out, max_steps=args.max_steps, progress=not args.no_progress)
     except (ValueError, FileExistsError) as exc:
         raise CommandError(str(exc)) from None
-    except ProtocolError:
-        raise
     out.print_json(data=summary)
     return EXIT_OK
 

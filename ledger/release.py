@@ -136,19 +136,6 @@ class EvidenceRecord:
     latency_ms: float | None = None
     rule: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "row_id": self.row_id,
-            "arm": self.arm,
-            "loop": self.loop,
-            "prediction": self.prediction,
-            "target": self.target,
-            "correct": self.correct,
-            "margin": self.margin,
-            "tokens_generated": self.tokens_generated,
-            "latency_ms": self.latency_ms,
-        }
-
 
 @dataclass
 class LoadedRelease:
@@ -158,7 +145,6 @@ class LoadedRelease:
     evidence: dict[tuple[str, str, str], list[EvidenceRecord]]  # (arm, manifest, file) -> records
     counts: dict[str, dict[int, tuple[int, int]]]
     file_hashes: dict[str, str] = field(default_factory=dict)  # relative file -> sha256 of its bytes
-    notes: list[str] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- loading
