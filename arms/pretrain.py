@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 ANSWER_SUFFIX = "\nAnswer:"
-KINDS = ("lookup", "copy", "arithmetic", "choice")
+KINDS = ("lookup", "start", "periodic", "copy", "arithmetic", "choice")
 
 
 # -- the recipe ---------------------------------------------------------------------
@@ -119,7 +119,7 @@ class PretrainRecipe(_Strict):
     betas: tuple[float, float] = (0.9, 0.98)
     grad_clip: float = Field(default=1.0, gt=0)
     max_seq_len: int = Field(default=192, gt=0)
-    mixture: dict[Literal["lookup", "copy", "arithmetic", "choice"], float]
+    mixture: dict[Literal["lookup", "start", "periodic", "copy", "arithmetic", "choice"], float]
     curriculum: list[CurriculumStage]
     # share of lookup examples at the stage's maximum size (the rest: smaller sizes seen earlier)
     top_share: float = Field(default=0.6, ge=0, le=1)
@@ -128,6 +128,9 @@ class PretrainRecipe(_Strict):
     lookup_questions: tuple[int, int] = (1, 1)
     # repeated table lines without their value ("M ->" -> " J") after the questions (uniform in the range)
     lookup_recalls: tuple[int, int] = (0, 0)
+    # periodic: a random pattern of this many tokens (uniform in the range), repeated; every repeat is supervised
+    periodic_period: tuple[int, int] = (2, 4)
+    periodic_length: int = Field(default=24, ge=4)
     copy_numerals: int = Field(default=30, ge=0)  # copy tokens include the numerals 0..copy_numerals
     arithmetic_max: int = Field(default=99, ge=1)
     exclude_tier1: list[Tier1Exclusion] = []
@@ -179,6 +182,8 @@ class Example(BaseModel):
 
     def segments(self) -> list[tuple[str, str]]:
         """(context, supervised answer) pieces whose concatenation is :attr:`text`."""
+        if self.kind == "periodic":  # plain text, every token after the first period supervised
+            return [(self.prompt, self.answer)]
         pieces = [(self.prompt + ANSWER_SUFFIX, self.answer)]
         for question, answer in self.followups:
             # recall lines ("M ->") are completed directly; questions get the reader's suffix
@@ -241,6 +246,31 @@ def _lookup(rng: random.Random, size: int, questions: int = 1, recalls: int = 0)
     return Example(
         kind="lookup", prompt=render_symbolic(table, start, 1), answer=" " + path[1], depth=1, followups=followups
     )
+
+
+def _start(rng: random.Random, size: int) -> Example:
+    """The lookup prompt at depth 0 ("Apply f exactly 0 times."): the answer is the start value.
+
+    Teaches the answer position to fetch the start symbol, the query half of a lookup
+    (the prototype's "loop 0" supervision); zero hops, so nothing about iterating.
+    """
+    symbols = rng.sample(N24, size)
+    table, start, _ = make_table(rng, symbols, 1)
+    prompt = render_symbolic(table, start, 1).replace("Apply f exactly 1 times.", "Apply f exactly 0 times.")
+    return Example(kind="start", prompt=prompt, answer=" " + start, depth=0)
+
+
+def _periodic(rng: random.Random, recipe: PretrainRecipe) -> Example:
+    """A random pattern of p symbols repeated: the token p back predicts the next one.
+
+    Rewards the fixed-offset heads a lookup is built from (a "K -> V" line puts the key
+    two tokens before its value); the loss covers every token after the first period.
+    """
+    pool = list(N24) + ["->"]
+    period = rng.randint(*recipe.periodic_period)
+    pattern = [rng.choice(pool) for _ in range(period)]
+    tokens = [pattern[i % period] for i in range(recipe.periodic_length)]
+    return Example(kind="periodic", prompt=" ".join(tokens[:period]), answer=" " + " ".join(tokens[period:]))
 
 
 def _copy(rng: random.Random, recipe: PretrainRecipe) -> Example:
@@ -318,6 +348,10 @@ def synthetic_corpus(recipe: PretrainRecipe, step: int, batch_size: int | None =
             batch.append(
                 _lookup(rng, size_now, rng.randint(*recipe.lookup_questions), rng.randint(*recipe.lookup_recalls))
             )
+        elif kind == "start":
+            batch.append(_start(rng, _lookup_size(recipe, step, rng)))
+        elif kind == "periodic":
+            batch.append(_periodic(rng, recipe))
         elif kind == "copy":
             batch.append(_copy(rng, recipe))
         elif kind == "arithmetic":

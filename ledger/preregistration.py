@@ -85,8 +85,53 @@ def registration_of(store: Store, protocol: Protocol) -> str:
     )
 
 
+def exploratory_protocols(store: Store) -> list[dict]:
+    """(sha256, name) of every registered exploratory (tuning) protocol."""
+    rows = store.query("SELECT sha256, name, canonical_json FROM protocols WHERE version != 'release' ORDER BY id").records()
+    return [
+        {"sha256": row["sha256"], "name": row["name"]}
+        for row in rows
+        if json.loads(row["canonical_json"]).get("purpose") == "exploratory"
+    ]
+
+
+def peeked_rows(store: Store, row_sha256s: set[str]) -> list[dict]:
+    """Evidence rows of exploratory runs whose row content is one of ``row_sha256s``."""
+    tuning = {p["sha256"]: p["name"] for p in exploratory_protocols(store)}
+    if not tuning or not row_sha256s:
+        return []
+    records = store.query(
+        "SELECT DISTINCT r.protocol_sha256 AS protocol, x.sha256 AS row_sha256, x.row_id AS row_id "
+        "FROM evidence e JOIN runs r ON r.run_id = e.run_id "
+        "JOIN rows x ON x.manifest_sha256 = e.manifest_sha256 AND x.row_id = e.row_id"
+    ).records()
+    return [
+        {**record, "protocol_name": tuning[record["protocol"]]}
+        for record in records
+        if record["protocol"] in tuning and record["row_sha256"] in row_sha256s
+    ]
+
+
+def _refuse_peeked_evaluation(store: Store, protocol: Protocol, manifests: dict) -> None:
+    """A confirmatory protocol's evaluation rows may not have been seen by any tuning run."""
+    if protocol.purpose != "confirmatory":
+        return
+    for spec in protocol.manifests:
+        if spec.role != "eval":
+            continue
+        seen = peeked_rows(store, {row.sha256 for row in manifests[spec.id].rows})
+        if seen:
+            first = seen[0]
+            raise RegistrationRefused(
+                f"evaluation manifest {spec.id!r} of {protocol.name!r} is not fresh: exploratory protocol "
+                f"{first['protocol_name']!r} already has evidence on {len(seen)} of its rows (e.g. {first['row_id']}); "
+                "tuning may only use development rows, so choose a new seed or split for the frozen evaluation"
+            )
+
+
 def _write(store: Store, path: Path, protocol: Protocol) -> Registration:
     manifests = build_manifests(protocol)
+    _refuse_peeked_evaluation(store, protocol, manifests)
     claim_files = claim_files_of(path, protocol)
     sha = store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
     manifest_shas = {name: store.add_manifest(manifest, protocol_sha256=sha) for name, manifest in manifests.items()}

@@ -369,6 +369,12 @@ class Protocol(StrictModel):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     version: int = Field(ge=1)
     description: str
+    purpose: Literal["confirmatory", "exploratory"] = Field(
+        default="confirmatory",
+        description="exploratory: a tuning run on development rows. Its checkpoints are recorded as exploratory "
+        "(nothing confirmatory may descend from them), and it may hold no role-eval manifest and no claims, "
+        "so the ledger shows that tuning never touched a frozen evaluation manifest.",
+    )
     hypotheses: list[Hypothesis] = Field(default_factory=list)
     seed: int = Field(ge=0)
     bases: dict[str, BaseModelSpec] = Field(min_length=1)
@@ -425,6 +431,18 @@ class Protocol(StrictModel):
                     problems.append(
                         (f"arm evaluates on training manifest {manifest_id!r}", ["arms", a, "evaluation", "manifests", m])
                     )
+        if self.purpose == "exploratory":
+            for m, spec in enumerate(self.manifests):
+                if spec.role == "eval":
+                    problems.append(
+                        (
+                            f"an exploratory protocol tunes on development rows: manifest {spec.id!r} has role "
+                            "'eval' (use role 'dev'; the frozen evaluation manifest belongs to the confirmatory protocol)",
+                            ["manifests", m, "role"],
+                        )
+                    )
+            if self.claims:
+                problems.append(("an exploratory protocol preregisters no claims", ["claims"]))
         for g, gate in enumerate(self.gates):
             need("manifest", gate.manifest, manifests, ["gates", g, "manifest"])
             if isinstance(gate, DepthGate):

@@ -153,6 +153,8 @@ class Runner:
         self.resume = resume
         self.progress = progress
         self.fault = _parse_fault(os.environ.get("LEDGER_FAULT_INJECTION"))
+        # a tuning run's checkpoints are exploratory: nothing confirmatory may descend from them
+        self._status_ok = "exploratory" if self.protocol.purpose == "exploratory" else "promoted"
 
     # -- entry point
 
@@ -325,7 +327,7 @@ class Runner:
         if start_from is not None:
             parent = start_from["sha256"]
         try:  # the store's own lineage rule, before anything of this arm is written
-            self.store.check_continuation(parent)
+            self.store.check_continuation(parent, child_status=self._status_ok)
         except LineageRefused as exc:
             raise RunRefused(f"arm {arm.id}: {exc}") from None
         run_id = self._ensure_run(arm.id, kind="arm")
@@ -413,13 +415,13 @@ class Runner:
                           "detail": {"summary": diverged}})
         failed = any(not g["passed"] and g["action"] == "stop" for g in gates)
         sha = self.store.add_checkpoint(
-            path=str(path), arm=arm.id, status="failed" if failed else "promoted", parent_sha256=parent,
+            path=str(path), arm=arm.id, status="failed" if failed else self._status_ok, parent_sha256=parent,
             run_id=run_id, stage=stage.id,
             gate_results=[{k: v for k, v in g.items() if k != "readings"} for g in gates],
             meta={"objective": stage.objective, "steps": stage.steps},
         )
         self._write_gate_evidence(runtime, arm, stage, sha, run_id, computed=gates)
-        log.info("arm %s stage %s: checkpoint %s (%s)", arm.id, stage.id, sha, "failed" if failed else "promoted")
+        log.info("arm %s stage %s: checkpoint %s (%s)", arm.id, stage.id, sha, "failed" if failed else self._status_ok)
         return sha, gates
 
     # -- gates

@@ -161,3 +161,52 @@ def test_phase_a_without_local_weights_stops_at_once_and_writes_nothing(tmp_path
     assert "Qwen/Qwen2.5-0.5B-Instruct" in result.stderr and "local" in result.stderr
     assert "Traceback" not in result.stderr
     assert not db.exists() and not out.exists()
+
+
+def _exploratory_smoke(tmp_path: Path) -> Path:
+    """The smoke protocol as a tuning run: its evaluation manifest becomes a dev manifest, no claims."""
+    text = SMOKE.read_text(encoding="utf-8").replace("name: smoke\n", "name: smoke-tuning\npurpose: exploratory\n", 1)
+    text = text.replace("{id: eval, role: eval,", "{id: eval, role: dev,", 1).replace("claims:\n  - ../claims/smoke.yaml\n", "")
+    path = tmp_path / "smoke-tuning.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_an_exploratory_run_records_exploratory_checkpoints_that_nothing_confirmatory_may_continue(tmp_path):
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    tuning = _exploratory_smoke(tmp_path)
+    ran = ledger_cli("run", str(tuning), "--db", db, "--out", str(tmp_path / "out"), "--arms", "B", "--no-progress")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    with open_store(db) as store:
+        (checkpoint,) = store.rows_of("checkpoints", arm="B")
+        names = store.query(
+            "SELECT DISTINCT m.name AS name FROM evidence e JOIN manifests m ON m.sha256 = e.manifest_sha256 "
+            "WHERE e.arm = 'B'").records()
+    assert checkpoint["status"] == "exploratory"
+    assert {row["name"] for row in names} == {"eval"}  # the tuning protocol's dev manifest of that name
+    text = SMOKE.read_text(encoding="utf-8").replace("name: smoke", "name: smoke-from-tuning")
+    text = text.replace("seed: 11, split: test}", "seed: 11, split: fresh}", 1)  # an unseen evaluation manifest
+    text = text.replace("  - id: B\n    kind: dense\n    base: tiny\n",
+                        f"  - id: B\n    kind: dense\n    base: tiny\n    init_checkpoint: {checkpoint['sha256']}\n", 1)
+    text = text.replace("claims:\n  - ../claims/smoke.yaml\n", "")
+    continued = tmp_path / "continued.yaml"
+    continued.write_text(text, encoding="utf-8")
+    refused = ledger_cli("run", str(continued), "--db", db, "--out", str(tmp_path / "out2"), "--arms", "B", "--no-progress")
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "exploratory" in refused.stderr and checkpoint["sha256"][:12] in refused.stderr
+    # The tuning run read the rows of smoke's evaluation manifest (same seed and split):
+    # smoke can no longer be preregistered with them as its frozen evaluation.
+    peeked = ledger_cli("register", str(SMOKE), "--db", db)
+    assert peeked.returncode != 0 and "not fresh" in peeked.stderr and "smoke-tuning" in peeked.stderr, peeked.stderr
+
+
+def test_an_exploratory_protocol_may_not_hold_an_evaluation_manifest_or_claims(tmp_path):
+    from ledger.protocol_loader import ProtocolError, load_protocol
+
+    text = SMOKE.read_text(encoding="utf-8").replace("name: smoke\n", "name: smoke-tuning\npurpose: exploratory\n", 1)
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ProtocolError) as caught:
+        load_protocol(path)
+    message = str(caught.value)
+    assert "manifest 'eval' has role 'eval'" in message and "preregisters no claims" in message
