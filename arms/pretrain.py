@@ -66,7 +66,8 @@ __all__ = [
 ]
 
 ANSWER_SUFFIX = "\nAnswer:"
-KINDS = ("lookup", "start", "periodic", "copy", "arithmetic", "choice")
+KINDS = ("lookup", "start", "repeat", "periodic", "copy", "arithmetic", "choice")
+PLAIN_KINDS = ("repeat", "periodic")  # plain text: no "Answer:" suffix
 
 
 # -- the recipe ---------------------------------------------------------------------
@@ -92,11 +93,15 @@ class ModelShape(_Strict):
         return self
 
 
+Kind = Literal["lookup", "start", "repeat", "periodic", "copy", "arithmetic", "choice"]
+
+
 class CurriculumStage(_Strict):
-    """From ``start_step`` on, lookup tables have up to ``max_symbols`` symbols."""
+    """From ``start_step`` on, lookup tables have up to ``max_symbols`` symbols (and this mixture, if given)."""
 
     start_step: int = Field(ge=0)
     max_symbols: int = Field(ge=2, le=len(N24))
+    mixture: dict[Kind, float] | None = None
 
 
 class Tier1Exclusion(_Strict):
@@ -119,7 +124,7 @@ class PretrainRecipe(_Strict):
     betas: tuple[float, float] = (0.9, 0.98)
     grad_clip: float = Field(default=1.0, gt=0)
     max_seq_len: int = Field(default=192, gt=0)
-    mixture: dict[Literal["lookup", "start", "periodic", "copy", "arithmetic", "choice"], float]
+    mixture: dict[Kind, float]
     curriculum: list[CurriculumStage]
     # share of lookup examples at the stage's maximum size (the rest: smaller sizes seen earlier)
     top_share: float = Field(default=0.6, ge=0, le=1)
@@ -131,6 +136,8 @@ class PretrainRecipe(_Strict):
     # periodic: a random pattern of this many tokens (uniform in the range), repeated; every repeat is supervised
     periodic_period: tuple[int, int] = (2, 4)
     periodic_length: int = Field(default=24, ge=4)
+    # repeat: a random sequence of this many tokens (letters and numerals 0-99), then the same sequence again
+    repeat_length: tuple[int, int] = (8, 24)
     copy_numerals: int = Field(default=30, ge=0)  # copy tokens include the numerals 0..copy_numerals
     arithmetic_max: int = Field(default=99, ge=1)
     exclude_tier1: list[Tier1Exclusion] = []
@@ -142,8 +149,9 @@ class PretrainRecipe(_Strict):
 
     @model_validator(mode="after")
     def _check(self):
-        if not self.mixture or any(w < 0 for w in self.mixture.values()) or sum(self.mixture.values()) <= 0:
-            raise ValueError("mixture weights must be non-negative with a positive sum")
+        for mixture in [self.mixture] + [stage.mixture for stage in self.curriculum if stage.mixture is not None]:
+            if not mixture or any(w < 0 for w in mixture.values()) or sum(mixture.values()) <= 0:
+                raise ValueError("mixture weights must be non-negative with a positive sum")
         if not self.curriculum or self.curriculum[0].start_step != 0:
             raise ValueError("the curriculum must start at step 0")
         starts = [stage.start_step for stage in self.curriculum]
@@ -182,7 +190,7 @@ class Example(BaseModel):
 
     def segments(self) -> list[tuple[str, str]]:
         """(context, supervised answer) pieces whose concatenation is :attr:`text`."""
-        if self.kind == "periodic":  # plain text, every token after the first period supervised
+        if self.kind in PLAIN_KINDS:  # plain text, every predictable token supervised
             return [(self.prompt, self.answer)]
         pieces = [(self.prompt + ANSWER_SUFFIX, self.answer)]
         for question, answer in self.followups:
@@ -273,6 +281,19 @@ def _periodic(rng: random.Random, recipe: PretrainRecipe) -> Example:
     return Example(kind="periodic", prompt=" ".join(tokens[:period]), answer=" " + " ".join(tokens[period:]))
 
 
+def _repeat(rng: random.Random, recipe: PretrainRecipe) -> Example:
+    """A random token sequence shown twice; the second showing is supervised from its second token.
+
+    The textbook way to grow induction heads (find the earlier occurrence of the current
+    token, copy what followed it), the mechanism a table lookup is built from; a small
+    model forms them on this data within a couple of thousand steps, while it can sit on
+    a plateau for far longer when the lookups alone must teach them.
+    """
+    pool = list(N24) + [str(n) for n in range(100)]
+    tokens = [rng.choice(pool) for _ in range(rng.randint(*recipe.repeat_length))]
+    return Example(kind="repeat", prompt=" ".join(tokens + tokens[:1]), answer=" " + " ".join(tokens[1:]))
+
+
 def _copy(rng: random.Random, recipe: PretrainRecipe) -> Example:
     pool = list(N24) + [str(n) for n in range(recipe.copy_numerals + 1)]
     tokens = [rng.choice(pool) for _ in range(rng.randint(*recipe.copy_length))]
@@ -337,8 +358,9 @@ def synthetic_corpus(recipe: PretrainRecipe, step: int, batch_size: int | None =
     if key not in _EXCLUDED_CACHE:
         _EXCLUDED_CACHE[key] = excluded_tier1_questions(recipe)
     excluded = _EXCLUDED_CACHE[key]
-    kinds = [kind for kind in KINDS if recipe.mixture.get(kind, 0) > 0]
-    weights = [recipe.mixture[kind] for kind in kinds]
+    mixture = recipe.curriculum[_stage(recipe, step)].mixture or recipe.mixture
+    kinds = [kind for kind in KINDS if mixture.get(kind, 0) > 0]
+    weights = [mixture[kind] for kind in kinds]
     batch = []
     for index in range(size):
         rng = _rng(recipe.seed, "train", step, index)
@@ -352,6 +374,8 @@ def synthetic_corpus(recipe: PretrainRecipe, step: int, batch_size: int | None =
             batch.append(_start(rng, _lookup_size(recipe, step, rng)))
         elif kind == "periodic":
             batch.append(_periodic(rng, recipe))
+        elif kind == "repeat":
+            batch.append(_repeat(rng, recipe))
         elif kind == "copy":
             batch.append(_copy(rng, recipe))
         elif kind == "arithmetic":
