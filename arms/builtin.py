@@ -25,8 +25,12 @@ def is_builtin(source: str) -> bool:
 
 
 @lru_cache(maxsize=1)
-def vocabulary() -> tuple[str, ...]:
-    """Every token the generators can emit, in a fixed order (specials first)."""
+def vocabulary(numerals: int = 1000) -> tuple[str, ...]:
+    """Every token the generators can emit, in a fixed order (specials first).
+
+    ``numerals``: the numbers 0..numerals-1 are tokens (the Tier-1 rows use numbers up
+    to ~160; a pretrained tiny base keeps its output layer small with 200).
+    """
     from ledger.tasks import generate_arithmetic, generate_rule_chasing
     from ledger.tasks.alphabets import ALPHABETS
 
@@ -42,16 +46,17 @@ def vocabulary() -> tuple[str, ...]:
     for row in generate_arithmetic(seed=0, split="vocab", per_op=4):
         words.update(_WORD.findall(row.prompt))
     words.update(("Answer", "answer", "steps", ":", "->"))
-    words.update(str(number) for number in range(1000))
+    words = {word for word in words if not word.isdigit()}
+    words.update(str(number) for number in range(numerals))
     return SPECIAL_TOKENS + tuple(sorted(words - set(SPECIAL_TOKENS)))
 
 
-def word_tokenizer():
-    """A ``PreTrainedTokenizerFast`` over ``vocabulary()``: " A" is the single token "A"."""
+def word_tokenizer(numerals: int = 1000):
+    """A ``PreTrainedTokenizerFast`` over ``vocabulary(numerals)``: " A" is the single token "A"."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {token: index for index, token in enumerate(vocabulary())}
+    vocab = {token: index for index, token in enumerate(vocabulary(numerals))}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     core.pre_tokenizer = pre_tokenizers.Whitespace()
     core.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with single spaces

@@ -195,3 +195,20 @@ def test_verify_base_hash_refuses_a_changed_file(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"weights!")
     with pytest.raises(ValueError, match="SHA256 says"):
         verify_base_hash(tmp_path)
+
+
+def test_every_corpus_and_protocol_text_is_known_to_the_recipes_vocabulary(recipe):
+    """The small vocabulary (numerals below vocab_numerals) still spells every text the base will read."""
+    from arms.builtin import word_tokenizer
+    from ledger.tasks import generate_arithmetic, generate_rule_chasing
+    from ledger.tasks.alphabets import N16
+
+    tokenizer = word_tokenizer(recipe.vocab_numerals)
+    unknown = tokenizer.unk_token_id
+    texts = [e.text for step in _sample_steps(recipe) for e in synthetic_corpus(recipe, step)]
+    texts += [row.prompt + ANSWER_SUFFIX + " " + row.answer for row in generate_arithmetic(seed=20260707, split="tier1", per_op=16)]
+    rows = generate_rule_chasing(surface="symbolic", symbols=N16, depth_range=(1, 14), rows_per_depth=2, seed=1, split="x")
+    texts += [row.prompt + ANSWER_SUFFIX + " steps: " + " -> ".join(row.path[1:]) + " answer: " + row.answer for row in rows]
+    for text in texts:
+        assert unknown not in tokenizer.encode(text, add_special_tokens=False), text
+    assert len(tokenizer) == len(word_tokenizer()) - (1000 - recipe.vocab_numerals)
