@@ -11,6 +11,8 @@ shape of the paper's base, for random-init tests and parameter accounting.
 
 from __future__ import annotations
 
+import json
+
 import importlib.util
 from pathlib import Path
 
@@ -107,7 +109,7 @@ def load_base(
         model_kwargs["attn_implementation"] = attn_implementation
     try:
         model = AutoModelForCausalLM.from_pretrained(where, **model_kwargs)
-        tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
+        tokenizer = _load_tokenizer(where, gguf_file, kwargs)
     except OSError as err:
         # transformers signals "not in the cache and offline" with OSError subclasses.
         if local is not None:
@@ -118,6 +120,24 @@ def load_base(
         tokenizer.pad_token = tokenizer.eos_token
     model.eval()
     return model, tokenizer
+
+
+def _load_tokenizer(where: str, gguf_file: str | None, kwargs: dict):
+    """The folder's own tokenizer.
+
+    A folder whose tokenizer_config says it is a plain `tokenizers` tokenizer (the
+    word-level tokenizer of a pretrained tiny base) is loaded as exactly that:
+    transformers 5's AutoTokenizer would otherwise rebuild it as the model type's
+    tokenizer (a Qwen2 BPE over the same vocabulary), which spells words letter by letter.
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    config = Path(where) / "tokenizer_config.json"
+    if gguf_file is None and config.is_file():
+        declared = json.loads(config.read_text(encoding="utf-8")).get("tokenizer_class")
+        if declared in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+            return PreTrainedTokenizerFast.from_pretrained(where, **kwargs)
+    return AutoTokenizer.from_pretrained(where, **kwargs)
 
 
 def smollm2_gguf_path() -> Path:

@@ -171,6 +171,12 @@ def test_pretrain_base_three_steps_round_trip(tmp_path, recipe):
 
     model, tokenizer = load_base(str(out))
     assert type(model).__name__ == "Qwen2ForCausalLM"
+    from arms.builtin import word_tokenizer
+
+    text = heldout_lookups(recipe, 16)[0][0].prompt + ANSWER_SUFFIX + " steps: A -> B answer: B"
+    # loaded from the folder, the tokenizer is the word-level one it was trained with (not a BPE rebuild)
+    assert tokenizer.encode(text, add_special_tokens=False) == word_tokenizer(recipe.vocab_numerals).encode(
+        text, add_special_tokens=False)
     assert sum(p.numel() for p in model.parameters()) == summary["parameters"]
     for alphabet in (N16, N24):
         reader = Reader(alphabet, tokenizer=tokenizer)  # raises unless each " X" is one known token
