@@ -23,8 +23,8 @@ from ledger.store import open_store
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "protocols" / "phaseA-tiny.yaml"
 TUNING = ROOT / "protocols" / "phaseA-tiny-tuning.yaml"
-BASES = {"tiny": ROOT / "bases" / "tiny-base", "tiny_wide": ROOT / "bases" / "tiny-base-wide"}
-RECIPES = {"tiny": ROOT / "bases" / "tiny-base.recipe.yaml", "tiny_wide": ROOT / "bases" / "tiny-base-wide.recipe.yaml"}
+BASES = {"tiny": ROOT / "bases" / "tiny-base", "tiny_large": ROOT / "bases" / "tiny-base-large"}
+RECIPES = {"tiny": ROOT / "bases" / "tiny-base.recipe.yaml", "tiny_large": ROOT / "bases" / "tiny-base-large.recipe.yaml"}
 pytestmark = pytest.mark.models
 
 
@@ -106,7 +106,7 @@ def test_phaseA_tiny_runs_end_to_end_and_its_claims_verify(tiny_run):
     verified = ledger_cli("verify", "claims/phaseA-tiny.yaml", "--db", db, "--json")
     assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
     report = json.loads(verified.stdout)
-    claims = {v["claim_id"]: v for v in report["verdicts"]}
+    claims = {v["claim_id"]: v for v in report["claims"]}
     expected = {c["id"] for c in yaml.safe_load((ROOT / "claims" / "phaseA-tiny.yaml").read_text())["claims"]}
     assert set(claims) == expected and all(v["integrity"] == "verified" for v in claims.values())
     with open_store(db) as store:
