@@ -46,6 +46,7 @@ from typing import Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ledger.canonical import sha256_file
 from ledger.tasks.alphabets import N24
 from ledger.tasks.arithmetic import INSTRUCTION, LABELS, OPERATIONS, _distractors, generate_arithmetic
 from ledger.tasks.rule_chasing import make_table
@@ -66,8 +67,7 @@ __all__ = [
 ]
 
 ANSWER_SUFFIX = "\nAnswer:"
-KINDS = ("lookup", "start", "repeat", "periodic", "copy", "arithmetic", "choice")
-PLAIN_KINDS = ("repeat", "periodic")  # plain text: no "Answer:" suffix
+KINDS = ("lookup", "start", "repeat", "copy", "arithmetic", "choice")
 
 
 # -- the recipe ---------------------------------------------------------------------
@@ -93,7 +93,7 @@ class ModelShape(_Strict):
         return self
 
 
-Kind = Literal["lookup", "start", "repeat", "periodic", "copy", "arithmetic", "choice"]
+Kind = Literal["lookup", "start", "repeat", "copy", "arithmetic", "choice"]
 
 
 class CurriculumStage(_Strict):
@@ -133,9 +133,6 @@ class PretrainRecipe(_Strict):
     lookup_questions: tuple[int, int] = (1, 1)
     # repeated table lines without their value ("M ->" -> " J") after the questions (uniform in the range)
     lookup_recalls: tuple[int, int] = (0, 0)
-    # periodic: a random pattern of this many tokens (uniform in the range), repeated; every repeat is supervised
-    periodic_period: tuple[int, int] = (2, 4)
-    periodic_length: int = Field(default=24, ge=4)
     # repeat: a random sequence of this many tokens (letters and numerals 0-99), then the same sequence again
     repeat_length: tuple[int, int] = (8, 24)
     copy_numerals: int = Field(default=30, ge=0)  # copy tokens include the numerals 0..copy_numerals
@@ -193,7 +190,7 @@ class Example(BaseModel):
 
     def segments(self) -> list[tuple[str, str]]:
         """(context, supervised answer) pieces whose concatenation is :attr:`text`."""
-        if self.kind in PLAIN_KINDS:  # plain text, every predictable token supervised
+        if self.kind == "repeat":  # plain text (no "Answer:"), the whole second showing supervised
             return [(self.prompt, self.answer)]
         pieces = [(self.prompt + ANSWER_SUFFIX, self.answer)]
         for question, answer in self.followups:
@@ -269,19 +266,6 @@ def _start(rng: random.Random, size: int) -> Example:
     table, start, _ = make_table(rng, symbols, 1)
     prompt = render_symbolic(table, start, 1).replace("Apply f exactly 1 times.", "Apply f exactly 0 times.")
     return Example(kind="start", prompt=prompt, answer=" " + start, depth=0)
-
-
-def _periodic(rng: random.Random, recipe: PretrainRecipe) -> Example:
-    """A random pattern of p symbols repeated: the token p back predicts the next one.
-
-    Rewards the fixed-offset heads a lookup is built from (a "K -> V" line puts the key
-    two tokens before its value); the loss covers every token after the first period.
-    """
-    pool = list(N24) + ["->"]
-    period = rng.randint(*recipe.periodic_period)
-    pattern = [rng.choice(pool) for _ in range(period)]
-    tokens = [pattern[i % period] for i in range(recipe.periodic_length)]
-    return Example(kind="periodic", prompt=" ".join(tokens[:period]), answer=" " + " ".join(tokens[period:]))
 
 
 def _repeat(rng: random.Random, recipe: PretrainRecipe) -> Example:
@@ -375,8 +359,6 @@ def synthetic_corpus(recipe: PretrainRecipe, step: int, batch_size: int | None =
             )
         elif kind == "start":
             batch.append(_start(rng, _lookup_size(recipe, step, rng)))
-        elif kind == "periodic":
-            batch.append(_periodic(rng, recipe))
         elif kind == "repeat":
             batch.append(_repeat(rng, recipe))
         elif kind == "copy":
@@ -500,21 +482,13 @@ def lookup_accuracy(model, tokenizer, rows, batch: int = 64) -> float:
     return correct / len(rows)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def verify_base_hash(folder: str | os.PathLike, expected: str | None = None) -> str:
     """SHA-256 of ``folder/model.safetensors``, checked against ``folder/SHA256`` (and ``expected``).
 
     Raises ``ValueError`` on any mismatch; returns the digest.
     """
     folder = Path(folder)
-    digest = _sha256(folder / "model.safetensors")
+    digest = sha256_file(folder / "model.safetensors")
     recorded = (folder / "SHA256").read_text(encoding="utf-8").split()[0]
     if digest != recorded:
         raise ValueError(f"{folder}/model.safetensors has SHA-256 {digest}, but {folder}/SHA256 says {recorded}")
@@ -582,7 +556,7 @@ def pretrain_base(
             {
                 "event": "start",
                 "recipe": recipe.name,
-                "recipe_sha256": _sha256(recipe_path),
+                "recipe_sha256": sha256_file(recipe_path),
                 "steps": steps,
                 "parameters": n_params,
                 "torch": torch.__version__,
@@ -643,12 +617,12 @@ def pretrain_base(
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         shutil.copyfile(recipe_path, tmp / "recipe.yaml")
-        digest = _sha256(tmp / "model.safetensors")
+        digest = sha256_file(tmp / "model.safetensors")
         (tmp / "SHA256").write_text(f"{digest}  model.safetensors\n", encoding="utf-8")
         wall = time.time() - started
         summary = {
             "recipe": recipe.name,
-            "recipe_sha256": _sha256(recipe_path),
+            "recipe_sha256": sha256_file(recipe_path),
             "steps": steps,
             "recipe_steps": recipe.steps,
             "final_loss": loss_value,
