@@ -199,6 +199,7 @@ class RecurrentLM(nn.Module):
         generator: torch.Generator | None = None,
         return_states: bool = False,
         no_grad_loops: int = 0,
+        depths: torch.Tensor | None = None,
     ):
         """Readouts [loops, batch, vocab] for every loop 1..loops, in one pass.
 
@@ -208,6 +209,12 @@ class RecurrentLM(nn.Module):
         `no_grad_loops` = k runs loops 1..k (and their readouts) without
         recording gradients, for truncated backprop; the state is detached where
         gradient starts.
+        `depths` [batch] lets each row stop at its own depth: loop t runs only the
+        rows with depth >= t, and the readouts (and states) of a row past its depth
+        are zeros. Training losses never read those cells, so a mixed-depth batch
+        then costs the sum of its depths instead of batch x max(depth) block passes;
+        every row's own loops get the same values as without `depths` (the rows of a
+        batch never interact).
         """
         if not isinstance(loops, int) or loops < 1:
             raise ValueError(f"loops must be an integer >= 1, got {loops!r}")
@@ -227,15 +234,75 @@ class RecurrentLM(nn.Module):
 
         readouts, states = [], []
         state = prelude_out if self.design == "S" else self._initial_state(prelude_out, generator)
+        live = _LiveRows(self, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx)
         for t in range(1, loops + 1):
             with torch.set_grad_enabled(torch.is_grad_enabled() and t > no_grad_loops):
                 if t == no_grad_loops + 1 and no_grad_loops:
                     state = state.detach()
-                state = self._step(t, state, prelude_out, ctx)
-                readouts.append(self._readout(state, ctx, rows, answer_positions))
-                states.append(state[rows, answer_positions])
+                state, prelude_live = live.keep_until(t, state, prelude_out)
+                if live.count == 0:  # every row is past its depth
+                    readouts.append(live.scatter(prelude_out.new_zeros(0, self.surgery.lm_head.out_features)))
+                    states.append(live.scatter(prelude_out.new_zeros(0, prelude_out.shape[-1])))
+                    continue
+                state = self._step(t, state, prelude_live, live.ctx)
+                readouts.append(live.scatter(self._readout(state, live.ctx, live.local_rows, live.answer_positions)))
+                states.append(live.scatter(state[live.local_rows, live.answer_positions]))
 
         readouts = torch.stack(readouts)
         if return_states:
             return readouts, torch.stack(states)
         return readouts
+
+
+class _LiveRows:
+    """The rows of a batch still inside their depth, for `RecurrentLM.forward(depths=...)`.
+
+    Without depths every row stays live and nothing is copied. With depths, at loop t
+    the rows with depth < t are dropped from the running state (for good: depth only
+    falls behind t), the masks and rotary embeddings are rebuilt for the survivors,
+    and `scatter` puts a live-rows tensor back at full batch size with zeros for the
+    finished rows (index_copy, so gradients reach the live rows only).
+    """
+
+    def __init__(self, model, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx):
+        self.model = model
+        self.batch = rows.shape[0]
+        self.depths = None
+        if depths is not None:
+            depths = torch.as_tensor(depths, device=rows.device).long()
+            if depths.shape != (self.batch,):
+                raise ValueError(f"depths must have shape [{self.batch}], got {tuple(depths.shape)}")
+            if self.batch and int(depths.min()) < 1:
+                raise ValueError("every depth must be >= 1")
+            self.depths = depths
+        self.index = rows  # batch indices of the live rows
+        self.embeds, self.attention_mask, self.position_ids = embeds, attention_mask, position_ids
+        self.all_answer_positions = answer_positions
+        self.answer_positions = answer_positions
+        self.ctx = ctx
+        self.local_rows = rows
+
+    @property
+    def count(self) -> int:
+        return int(self.index.shape[0])
+
+    def keep_until(self, t: int, state, prelude_out):
+        """Drop the rows whose depth is below t; returns (state, prelude output) of the live rows."""
+        if self.depths is None:
+            return state, prelude_out
+        keep = self.depths[self.index] >= t
+        if not bool(keep.all()):
+            self.index = self.index[keep]
+            state = state[keep]
+            idx = self.index
+            self.answer_positions = self.all_answer_positions[idx]
+            self.local_rows = torch.arange(idx.shape[0], device=idx.device)
+            if idx.shape[0]:
+                self.ctx = self.model._context(self.embeds[idx], self.attention_mask[idx], self.position_ids[idx])
+        return state, prelude_out[self.index] if self.count < self.batch else prelude_out
+
+    def scatter(self, live_values: torch.Tensor) -> torch.Tensor:
+        if self.count == self.batch:
+            return live_values
+        full = live_values.new_zeros((self.batch, *live_values.shape[1:]))
+        return full.index_copy(0, self.index, live_values)

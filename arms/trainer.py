@@ -196,13 +196,19 @@ def symbol_readouts(
     *,
     loops: int | None = None,
     no_grad_loops: int = 0,
+    stop_at_depth: bool = False,
 ) -> Tensor:
     """Run ``model`` (a :class:`arms.recurrent.RecurrentLM`) for ``loops`` (default
     ``max(depths)``) and return the readouts restricted to the reader's symbols,
-    ``[loops, B, n_symbols]`` (class ``k`` = ``reader.symbols[k]``)."""
+    ``[loops, B, n_symbols]`` (class ``k`` = ``reader.symbols[k]``).
+
+    ``stop_at_depth=True`` stops each row at its own depth (its cells past the depth
+    are zeros): what every training objective reads, at the cost of sum(depth) block
+    passes instead of B x max(depth)."""
     loops = _resolve_loops(batch, loops)
     device = batch.input_ids.device
-    readouts = model(batch.input_ids, batch.attention_mask, loops=loops, no_grad_loops=no_grad_loops)
+    kwargs = {"depths": batch.depths.to(device)} if stop_at_depth else {}
+    readouts = model(batch.input_ids, batch.attention_mask, loops=loops, no_grad_loops=no_grad_loops, **kwargs)
     return readouts.index_select(-1, batch.symbol_token_ids.to(device))
 
 
@@ -247,7 +253,8 @@ def recurrent_loss(
     first ``no_grad_loops`` loops still count in the value but carry no gradient.
     """
     loops = _resolve_loops(batch, loops)
-    logits = symbol_readouts(model, batch, loops=loops, no_grad_loops=no_grad_loops)
+    # every objective masks the cells past a row's depth, so rows stop there
+    logits = symbol_readouts(model, batch, loops=loops, no_grad_loops=no_grad_loops, stop_at_depth=True)
     return LossOutput(objective_loss(logits, batch, objective, anneal_weight), logits, loops)
 
 

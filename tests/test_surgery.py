@@ -247,6 +247,39 @@ def test_no_grad_loops_keep_gradients_only_for_the_last_loops():
         rlm(ids, mask, loops=0)
 
 
+
+@pytest.mark.parametrize("design", ["split", "concat-zeros"])
+def test_rows_stop_at_their_depth_with_the_same_values_and_gradients(design):
+    model = tiny_qwen2()
+    if design == "split":
+        rlm = RecurrentLM.build(model, split=(2, 4), bridge="split")
+    else:
+        rlm = RecurrentLM.build(model, tuple_=(1, 3, 1), bridge="concat", adapter_init="default", s0="zeros")
+    _perturb(rlm.bridge)
+    ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
+    depths = torch.tensor([2, 4, 1, 3, 4])
+    full, full_states = rlm(ids, mask, loops=4, return_states=True)
+    early, early_states = rlm(ids, mask, loops=4, return_states=True, depths=depths)
+    inside = (torch.arange(1, 5)[:, None] <= depths[None, :])  # [loops, batch]
+    assert torch.allclose(early[inside], full[inside], **TINY_TOL), (early[inside] - full[inside]).abs().max()
+    assert torch.allclose(early_states[inside], full_states[inside], **TINY_TOL)
+    assert not early[~inside].any() and not early_states[~inside].any()  # past the depth: zeros
+    # a loss that reads only the cells inside each row's depth gets the same gradients
+    weights = [model.model.layers[2].mlp.up_proj.weight,
+               rlm.bridge.P_h.weight if design == "split" else rlm.bridge.proj.weight]
+    g_full = torch.autograd.grad(full[inside].logsumexp(-1).sum(), weights)
+    g_early = torch.autograd.grad(early[inside].logsumexp(-1).sum(), weights)
+    for a, b in zip(g_full, g_early):
+        assert b.abs().sum() > 0 and torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+    with torch.no_grad():  # loops past every row's depth: all zeros, no error
+        beyond = rlm(ids, mask, loops=6, depths=depths)
+    assert not beyond[4:].any() and torch.allclose(beyond[:4][inside], full[inside].detach(), **TINY_TOL)
+    with pytest.raises(ValueError, match="depths must have shape"):
+        rlm(ids, mask, loops=4, depths=depths[:3])
+    with pytest.raises(ValueError, match="depth must be >= 1"):
+        rlm(ids, mask, loops=4, depths=torch.tensor([0, 1, 1, 1, 1]))
+
+
 # ----------------------------------------------------------------------------- design M (concat)
 
 
