@@ -66,16 +66,24 @@ class ArmParams:
     cost_by_loops: dict[int, float]
 
 
-def protocol_params(protocol, loops=(1, 4, 8, 12)) -> list[ArmParams]:
-    """Trainable-parameter budgets and inference cost of every arm of a protocol."""
+def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[ArmParams]:
+    """Trainable-parameter budgets and inference cost of every arm of a protocol.
+
+    A base `source` written relative to the protocol file ("../bases/...") resolves
+    against `protocol_dir` (the file's folder), as `ledger run` resolves it.
+    """
+    from pathlib import Path
+
     from arms.recurrent import RecurrentLM
+    from ledger.runner import base_location
 
     models = {}
     results = []
     for arm in protocol.arms:
         spec = protocol.bases[arm.base]
         if arm.base not in models:
-            models[arm.base] = meta_model(base_config(spec.source))
+            source = base_location(spec, Path(protocol_dir or "."))
+            models[arm.base] = meta_model(base_config(source))
         model = models[arm.base]
         unique = count_parameters(model)
         non_embedding = count_parameters(model, exclude_embeddings=True)

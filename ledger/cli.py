@@ -269,7 +269,7 @@ def cmd_params(args: argparse.Namespace) -> int:
         raise CommandError(f"`ledger params` needs the model extras: pip install -e '.[models]' ({exc})") from None
     loops = tuple(int(t) for t in args.loops.split(","))
     try:
-        rows = protocol_params(protocol, loops=loops)
+        rows = protocol_params(protocol, loops=loops, protocol_dir=Path(args.protocol).resolve().parent)
     except BaseModelNotFound as exc:
         raise CommandError(str(exc)) from None
     table = Table(title=f"{protocol.name}: trainable parameters (unique, tied tensors once) and inference cost")
