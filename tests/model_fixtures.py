@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -62,7 +64,13 @@ def load_smollm2(cache_dir: Path | None = None):
     if (target / "config.json").exists():
         return load_base(str(target), dtype="float32")
     model, tokenizer = load_base(str(gguf), dtype="float32")
-    _save_dequantised(model, tokenizer, target)
+    # Written aside and renamed into place, so a parallel test worker never reads a half-written copy.
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    _save_dequantised(model, tokenizer, staging)
+    try:
+        staging.rename(target)
+    except OSError:  # another worker got there first: theirs is complete, drop ours
+        shutil.rmtree(staging, ignore_errors=True)
     copy, copy_tokenizer = load_base(str(target), dtype="float32")
     mine, theirs = model.state_dict(), copy.state_dict()
     assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)

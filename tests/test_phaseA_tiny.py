@@ -23,6 +23,7 @@ from ledger.store import open_store
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "protocols" / "phaseA-tiny.yaml"
 TUNING = ROOT / "protocols" / "phaseA-tiny-tuning.yaml"
+LONG = ROOT / "protocols" / "phaseA-tiny-long.yaml"
 BASES = {"tiny": ROOT / "bases" / "tiny-base", "tiny_large": ROOT / "bases" / "tiny-base-large"}
 RECIPES = {"tiny": ROOT / "bases" / "tiny-base.recipe.yaml", "tiny_large": ROOT / "bases" / "tiny-base-large.recipe.yaml"}
 pytestmark = pytest.mark.models
@@ -78,6 +79,35 @@ def test_tuning_protocol_is_exploratory_and_never_reads_the_frozen_evaluation():
         a.model_dump() | {"evaluation": a.evaluation.model_dump() | {"manifests": ["tune"]}} for a in tiny.arms
     ]
     assert tuning.bases == tiny.bases
+
+
+
+def test_long_protocol_is_the_default_with_more_training_and_its_own_rows():
+    from ledger.manifest_builder import build_manifests
+
+    tiny, long = load_protocol(LONG.parent / "phaseA-tiny.yaml"), load_protocol(LONG)
+    assert long.purpose == "confirmatory" and long.bases == tiny.bases and long.gates == tiny.gates
+    for short_arm, long_arm in zip(tiny.arms, long.arms, strict=True):
+        assert short_arm.id == long_arm.id
+        short_stages, long_stages = short_arm.model_dump().pop("stages"), long_arm.model_dump().pop("stages")
+        assert {k: v for k, v in short_arm.model_dump().items() if k != "stages"} == {
+            k: v for k, v in long_arm.model_dump().items() if k != "stages"}
+        for a, b in zip(short_stages, long_stages, strict=True):  # only the step counts grow
+            assert b["steps"] > a["steps"] and {**a, "steps": 0} == {**b, "steps": 0}
+    short_rows, long_rows = build_manifests(tiny), build_manifests(long)
+    tuned = {row.sha256 for m in build_manifests(load_protocol(TUNING)).values() for row in m.rows}
+    frozen_long = {row.sha256 for row in long_rows["phaseA_eval"].rows}
+    seen_before = {row.sha256 for m in short_rows.values() for row in m.rows} | tuned
+    assert len(frozen_long) == 14 * 64 and not frozen_long & seen_before
+    assert len(long_rows["train"].rows) == 8 * 4096 and len(long_rows["train_short"].rows) == 4 * 4096
+    claims = [yaml.safe_load((ROOT / "claims" / f"{name}.yaml").read_text()) for name in ("phaseA-tiny", "phaseA-tiny-long")]
+    assert claims[0]["claims"] == claims[1]["claims"] and claims[1]["protocol"] == "phaseA-tiny-long"
+
+
+def test_params_reads_the_shipped_bases_by_their_relative_path():
+    result = ledger_cli("params", "protocols/phaseA-tiny.yaml", "--loops", "1,8")
+    assert result.returncode == 0, result.stderr
+    assert "633,984" in result.stdout and "1,224,832" in result.stdout  # tiny and tiny_large, read from bases/
 
 
 class _Images(HTMLParser):

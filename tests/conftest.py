@@ -1,0 +1,21 @@
+"""Shared test set-up.
+
+The README's test command runs the suite on two pytest-xdist workers (one per core of
+the reference machine). Each worker then gets one compute thread, and so do the
+`ledger` subprocesses it starts (they inherit OMP_NUM_THREADS): two workers each
+asking torch for every core would only fight over them.
+"""
+
+from __future__ import annotations
+
+import os
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
+    try:
+        import torch
+    except ImportError:  # the ledger's own tests run without torch
+        pass
+    else:
+        torch.set_num_threads(1)
