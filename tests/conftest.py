@@ -25,3 +25,10 @@ def pytest_collection_modifyitems(items):
     """Start the longest file first: the end-to-end miniature (~8 min) then runs on one
     worker while the rest of the suite shares the other, instead of starting last."""
     items.sort(key=lambda item: item.path.name != "test_phaseA_tiny.py")  # stable: the rest keep their order
+
+
+def pytest_configure(config):
+    # xdist's loadfile hands out the files with the most tests first by default, which put
+    # the two-test end-to-end file last; keep the collection order set below instead.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
