@@ -281,6 +281,7 @@ class _LiveRows:
         self.answer_positions = answer_positions
         self.ctx = ctx
         self.local_rows = rows
+        self.prelude_live = None  # the prelude output of the live rows, once some have left
 
     @property
     def count(self) -> int:
@@ -297,9 +298,10 @@ class _LiveRows:
             idx = self.index
             self.answer_positions = self.all_answer_positions[idx]
             self.local_rows = torch.arange(idx.shape[0], device=idx.device)
+            self.prelude_live = prelude_out[idx]  # indexed once per change of the live set, not every loop
             if idx.shape[0]:
                 self.ctx = self.model._context(self.embeds[idx], self.attention_mask[idx], self.position_ids[idx])
-        return state, prelude_out[self.index] if self.count < self.batch else prelude_out
+        return state, self.prelude_live if self.count < self.batch else prelude_out
 
     def scatter(self, live_values: torch.Tensor) -> torch.Tensor:
         if self.count == self.batch:
