@@ -9,6 +9,7 @@ model hub). The model is built on the meta device: nothing is allocated.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -72,8 +73,6 @@ def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[Ar
     A base `source` written relative to the protocol file ("../bases/...") resolves
     against `protocol_dir` (the file's folder), as `ledger run` resolves it.
     """
-    from pathlib import Path
-
     from arms.recurrent import RecurrentLM
     from ledger.runner import base_location
 

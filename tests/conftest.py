@@ -29,6 +29,6 @@ def pytest_collection_modifyitems(items):
 
 def pytest_configure(config):
     # xdist's loadfile hands out the files with the most tests first by default, which put
-    # the two-test end-to-end file last; keep the collection order set below instead.
+    # the two-test end-to-end file last; keep the order pytest_collection_modifyitems sets.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
