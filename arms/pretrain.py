@@ -63,6 +63,7 @@ __all__ = [
     "heldout_lookups",
     "excluded_tier1_questions",
     "pretrain_base",
+    "initialise_from",
     "verify_base_hash",
 ]
 
@@ -110,10 +111,30 @@ class Tier1Exclusion(_Strict):
     per_op: int = Field(default=16, ge=1)
 
 
+class InitFrom(_Strict):
+    """Continue from an earlier base instead of a random start (continued pretraining, growth).
+
+    ``path`` is a base folder (relative paths resolve against the recipe's folder); its
+    ``model.safetensors`` must hash to ``sha256``. ``layers`` maps each layer of the new
+    model to the source layer that initialises it (``[0, 1, 1, 2, 2, 3]`` grows a 4-layer
+    base to 6 layers); without it the new model has the source's layers one to one.
+    Embeddings and the final norm are copied; the shapes must otherwise match.
+    ``identity_layers`` (new-model indices) start with their attention output and MLP
+    down projections at zero, so each adds nothing to the residual stream: a grown
+    model computes exactly the source at step 0 (block expansion, as in LLaMA Pro).
+    """
+
+    path: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    layers: list[int] | None = None
+    identity_layers: list[int] = []
+
+
 class PretrainRecipe(_Strict):
     name: str
     seed: int
     model: ModelShape
+    init_from: InitFrom | None = None
     steps: int = Field(gt=0)
     batch_size: int = Field(gt=0)
     lr: float = Field(gt=0)
@@ -165,6 +186,17 @@ class PretrainRecipe(_Strict):
             raise ValueError("lookup_recalls must be (min, max) with 0 <= min <= max")
         if not 1 <= self.copy_length[0] <= self.copy_length[1]:
             raise ValueError("copy_length must be (min, max) with 1 <= min <= max")
+        if self.init_from is not None and self.init_from.layers is not None:
+            if len(self.init_from.layers) != self.model.layers:
+                raise ValueError(
+                    f"init_from.layers names {len(self.init_from.layers)} source layers for a model of {self.model.layers}"
+                )
+            if any(index < 0 for index in self.init_from.layers):
+                raise ValueError("init_from.layers must be source layer indices (>= 0)")
+        if self.init_from is not None and any(
+            not 0 <= index < self.model.layers for index in self.init_from.identity_layers
+        ):
+            raise ValueError(f"init_from.identity_layers must be layer indices of the new model (0..{self.model.layers - 1})")
         return self
 
 
@@ -418,16 +450,10 @@ def _encode(tokenizer, examples: Sequence[Example], max_len: int):
 
 def _lr_at(recipe: PretrainRecipe, step: int) -> float:
     """Learning rate at ``step`` (0-based); the schedule always spans ``recipe.steps``."""
-    if recipe.warmup and step < recipe.warmup:
-        return recipe.lr * (step + 1) / recipe.warmup
-    if recipe.schedule == "constant":
-        return recipe.lr
-    span = max(recipe.steps - recipe.warmup, 1)
-    progress = min(max(step - recipe.warmup, 0) / span, 1.0)
-    floor = recipe.lr * recipe.min_lr_ratio
-    if recipe.schedule == "linear":
-        return floor + (recipe.lr - floor) * (1 - progress)
-    return floor + (recipe.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+    from ledger.protocol import LrSchedule
+
+    schedule = LrSchedule(kind=recipe.schedule, warmup_steps=recipe.warmup, min_lr_ratio=recipe.min_lr_ratio)
+    return recipe.lr * schedule.scale(step, recipe.steps)
 
 
 def build_model(recipe: PretrainRecipe, tokenizer):
@@ -453,6 +479,63 @@ def build_model(recipe: PretrainRecipe, tokenizer):
     )
     torch.manual_seed(recipe.seed)
     return Qwen2ForCausalLM(config)
+
+
+def initialise_from(model, recipe: PretrainRecipe, recipe_dir: str | os.PathLike) -> dict:
+    """Load ``recipe.init_from`` into ``model`` (hash checked first); returns what was loaded.
+
+    Every tensor of the new model is taken from the source: layer ``i`` from source layer
+    ``layers[i]``, everything outside the layers by name. A shape that differs, or a source
+    layer that does not exist, is an error naming the tensor.
+    """
+    from safetensors.torch import load_file
+
+    spec = recipe.init_from
+    folder = Path(spec.path)
+    if not folder.is_absolute():
+        folder = Path(recipe_dir) / folder
+    if not (folder / "model.safetensors").is_file():
+        raise FileNotFoundError(
+            f"init_from: {folder}/model.safetensors does not exist (a relative init_from.path resolves "
+            "against the recipe's folder: run the recipe in bases/, not the copy inside a base folder)"
+        )
+    digest = sha256_file(folder / "model.safetensors")
+    if digest != spec.sha256:
+        raise ValueError(f"init_from: {folder}/model.safetensors has SHA-256 {digest}, the recipe expects {spec.sha256}")
+    source = load_file(str(folder / "model.safetensors"))
+    source_layers = 1 + max(
+        (int(name.split(".")[2]) for name in source if name.startswith("model.layers.")), default=-1
+    )
+    mapping = spec.layers if spec.layers is not None else list(range(recipe.model.layers))
+    if max(mapping) >= source_layers:
+        raise ValueError(f"init_from: the source has {source_layers} layers; the recipe maps from layer {max(mapping)}")
+    state = {}
+    for name, tensor in model.state_dict().items():
+        source_name = name
+        if name.startswith("model.layers."):
+            parts = name.split(".")
+            parts[2] = str(mapping[int(parts[2])])
+            source_name = ".".join(parts)
+        if source_name not in source:
+            if name == "lm_head.weight" and model.config.tie_word_embeddings:
+                continue  # tied to the embeddings, which are copied
+            raise ValueError(f"init_from: the source has no tensor {source_name} (for {name})")
+        if tuple(source[source_name].shape) != tuple(tensor.shape):
+            raise ValueError(
+                f"init_from: {source_name} has shape {tuple(source[source_name].shape)}, "
+                f"the recipe's model needs {tuple(tensor.shape)} for {name}"
+            )
+        state[name] = source[source_name].clone()
+        if name.startswith("model.layers.") and int(name.split(".")[2]) in spec.identity_layers:
+            if name.endswith(("self_attn.o_proj.weight", "mlp.down_proj.weight")):
+                state[name].zero_()
+    model.load_state_dict(state, strict=False)
+    return {
+        "init_from": str(spec.path),
+        "init_from_sha256": digest,
+        "init_from_layers": mapping,
+        "init_from_identity_layers": list(spec.identity_layers),
+    }
 
 
 def lookup_accuracy(model, tokenizer, rows, batch: int = 64) -> float:
@@ -542,6 +625,7 @@ def pretrain_base(
     try:
         tokenizer = word_tokenizer(recipe.vocab_numerals)
         model = build_model(recipe, tokenizer)
+        initialised = initialise_from(model, recipe, recipe_path.parent) if recipe.init_from is not None else {}
         model.train()
         n_params = sum(p.numel() for p in model.parameters())
         decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
@@ -562,6 +646,7 @@ def pretrain_base(
                 "torch": torch.__version__,
                 "transformers": transformers.__version__,
                 "threads": torch.get_num_threads(),
+                **initialised,
             }
         )
         running: dict[str, list[float]] = {}
@@ -635,6 +720,7 @@ def pretrain_base(
             "transformers": transformers.__version__,
             "python": sys.version.split()[0],
             "threads": torch.get_num_threads(),
+            **initialised,
         }
         emit({"event": "end", **summary})
         log.close()

@@ -115,8 +115,11 @@ class ArmRuntime:
         )
         self.model.train()
         loss_value = math.nan
+        schedule = stage.optimizer.schedule
         for step in range(stage.steps):
             batch = draw_batch(rows, stage.batch_size, *seed_parts, step)
+            if schedule is not None:
+                optimizer.set_lr_scale(schedule.scale(step, stage.steps))
             optimizer.zero_grad()
             loss = self.loss(batch, stage, step)
             loss_value = float(loss.detach())

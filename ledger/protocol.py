@@ -12,9 +12,10 @@ anything runs. ``Protocol.model_json_schema()`` is the published schema
 from __future__ import annotations
 
 import difflib
+import math
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
 
 from ledger.canonical import canonical_json, sha256_hex
@@ -194,6 +195,27 @@ class AdapterBudget(StrictModel):
 Budget = Annotated[Union[FullBlockBudget, AdapterBudget], Field(discriminator="kind")]
 
 
+class LrSchedule(StrictModel):
+    """How a stage's learning rate moves: a multiplier on every group's lr (ratios kept)."""
+
+    kind: Literal["constant", "cosine", "linear"]
+    warmup_steps: int = Field(default=0, ge=0, description="Linear warm-up from lr/warmup_steps to lr.")
+    min_lr_ratio: float = Field(default=0.1, ge=0, le=1, description="cosine/linear: the last step's lr is lr x this.")
+
+    def scale(self, step: int, steps: int) -> float:
+        """The multiplier at 0-based ``step`` of ``steps``."""
+        if self.warmup_steps and step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        if self.kind == "constant":
+            return 1.0
+        span = max(steps - self.warmup_steps, 1)
+        progress = min(max(step - self.warmup_steps, 0) / span, 1.0)
+        floor = self.min_lr_ratio
+        if self.kind == "linear":
+            return floor + (1 - floor) * (1 - progress)
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
 class Optimizer(StrictModel):
     kind: Literal["adamw", "muon"] = "adamw"
     lr: float = Field(gt=0)
@@ -202,6 +224,16 @@ class Optimizer(StrictModel):
         default_factory=dict,
         description="Per-tensor-group learning-rate multipliers (e.g. bridge_p: 0.1). Groups are whole tensors.",
     )
+    schedule: LrSchedule | None = Field(default=None, description="Learning-rate schedule; none: constant lr.")
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_schedule(self, handler):
+        # An optimiser without a schedule serialises as it did before the field existed,
+        # so every protocol registered then keeps its canonical hash.
+        data = handler(self)
+        if self.schedule is None and isinstance(data, dict):
+            data.pop("schedule", None)
+        return data
 
 
 class ForcedRecurrence(StrictModel):
@@ -235,6 +267,16 @@ class Stage(StrictModel):
         default=None, gt=0, le=1, description="anneal: the chain weight ramps 1 -> 0 over this fraction of steps."
     )
     gates: list[str] = Field(default_factory=list, description="Gates evaluated after this stage.")
+
+    @model_validator(mode="after")
+    def _warmup_within_stage(self):
+        schedule = self.optimizer.schedule
+        if schedule is not None and schedule.warmup_steps >= self.steps:
+            raise _located(
+                f"warmup_steps ({schedule.warmup_steps}) must be fewer than the stage's steps ({self.steps})",
+                ["optimizer", "schedule", "warmup_steps"],
+            )
+        return self
 
 
 class Evaluation(StrictModel):

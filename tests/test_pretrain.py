@@ -218,3 +218,90 @@ def test_every_corpus_and_protocol_text_is_known_to_the_recipes_vocabulary(recip
     for text in texts:
         assert unknown not in tokenizer.encode(text, add_special_tokens=False), text
     assert len(tokenizer) == len(word_tokenizer()) - (1000 - recipe.vocab_numerals)
+
+
+def _grown_recipe(tmp_path, **init_from):
+    """A copy of the tiny-base recipe that starts from the shipped base (``init_from``)."""
+    import yaml
+
+    data = yaml.safe_load(RECIPE.read_text())
+    digest = (ROOT / "bases" / "tiny-base" / "SHA256").read_text().split()[0]
+    data["init_from"] = {"path": str(ROOT / "bases" / "tiny-base"), "sha256": digest, **init_from}
+    if "layers" in init_from:
+        data["model"]["layers"] = len(init_from["layers"])
+    path = tmp_path / "grown.recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_init_from_continues_the_source_and_grows_it_as_an_identity(tmp_path):
+    """One-to-one: the new model IS the source; grown with identity layers: it computes the
+    source exactly (block expansion), while its copied layers hold the source's weights."""
+    import torch
+
+    from arms.base_models import load_base
+    from arms.builtin import word_tokenizer
+    from arms.pretrain import build_model, initialise_from
+
+    source, _ = load_base(str(ROOT / "bases" / "tiny-base"))
+    example, _ = heldout_lookups(load_recipe(RECIPE), 16)[0]
+    tokenizer = word_tokenizer(load_recipe(RECIPE).vocab_numerals)
+    ids = tokenizer(example.prompt + ANSWER_SUFFIX, return_tensors="pt")
+    with torch.no_grad():
+        expected = source(**ids).logits
+
+    same = load_recipe(_grown_recipe(tmp_path))
+    model = build_model(same, tokenizer)
+    record = initialise_from(model, same, tmp_path)
+    assert record["init_from_layers"] == [0, 1, 2, 3]
+    for name, tensor in source.state_dict().items():
+        assert torch.equal(model.state_dict()[name], tensor), name
+
+    grown = load_recipe(_grown_recipe(tmp_path, layers=[0, 0, 1, 1, 2, 2, 3, 3], identity_layers=[1, 3, 5, 7]))
+    model = build_model(grown, tokenizer)
+    initialise_from(model, grown, tmp_path)
+    with torch.no_grad():
+        assert torch.equal(model(**ids).logits, expected)
+    state = model.state_dict()
+    assert torch.equal(state["model.layers.4.self_attn.q_proj.weight"], source.state_dict()["model.layers.2.self_attn.q_proj.weight"])
+    assert torch.equal(state["model.layers.5.self_attn.q_proj.weight"], source.state_dict()["model.layers.2.self_attn.q_proj.weight"])
+    assert not state["model.layers.5.mlp.down_proj.weight"].any()
+    assert torch.equal(state["model.layers.4.mlp.down_proj.weight"], source.state_dict()["model.layers.2.mlp.down_proj.weight"])
+
+    # without the identity layers the duplicated layers change the function
+    plain = load_recipe(_grown_recipe(tmp_path, layers=[0, 0, 1, 1, 2, 2, 3, 3]))
+    model = build_model(plain, tokenizer)
+    initialise_from(model, plain, tmp_path)
+    with torch.no_grad():
+        assert not torch.equal(model(**ids).logits, expected)
+
+
+def test_init_from_refuses_a_wrong_hash_a_missing_layer_and_a_bad_map(tmp_path):
+    from arms.builtin import word_tokenizer
+    from arms.pretrain import build_model, initialise_from
+    from ledger.protocol_loader import ProtocolError
+
+    tokenizer = word_tokenizer(load_recipe(RECIPE).vocab_numerals)
+    wrong = load_recipe(_grown_recipe(tmp_path)).model_copy(deep=True)
+    wrong = wrong.model_copy(update={"init_from": wrong.init_from.model_copy(update={"sha256": "0" * 64})})
+    with pytest.raises(ValueError, match="expects 0000"):
+        initialise_from(build_model(wrong, tokenizer), wrong, tmp_path)
+    beyond = load_recipe(_grown_recipe(tmp_path, layers=[0, 1, 2, 3, 4]))
+    with pytest.raises(ValueError, match="the source has 4 layers"):
+        initialise_from(build_model(beyond, tokenizer), beyond, tmp_path)
+    import yaml
+
+    data = yaml.safe_load(_grown_recipe(tmp_path, layers=[0, 1, 2, 3]).read_text())
+    data["init_from"]["layers"] = [0, 1]
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ProtocolError, match="init_from.layers names 2 source layers for a model of 4"):
+        load_recipe(tmp_path / "bad.yaml")
+
+
+def test_the_continued_recipes_start_from_the_shipped_base():
+    """bases/tiny-base-v2 and tiny-base-large-v2 name tiny-base by its recorded hash."""
+    digest = (ROOT / "bases" / "tiny-base" / "SHA256").read_text().split()[0]
+    for name in ("tiny-base-v2", "tiny-base-large-v2"):
+        recipe = load_recipe(ROOT / "bases" / f"{name}.recipe.yaml")
+        assert recipe.init_from.sha256 == digest
+        assert (ROOT / "bases" / recipe.init_from.path / "model.safetensors").is_file()
