@@ -22,8 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "protocols" / "phaseA-tiny.yaml"
 TUNING = ROOT / "protocols" / "phaseA-tiny-tuning.yaml"
 LONG = ROOT / "protocols" / "phaseA-tiny-long.yaml"
-BASES = {"tiny": ROOT / "bases" / "tiny-base", "tiny_large": ROOT / "bases" / "tiny-base-large"}
-RECIPES = {"tiny": ROOT / "bases" / "tiny-base.recipe.yaml", "tiny_large": ROOT / "bases" / "tiny-base-large.recipe.yaml"}
+LONG_TUNING = ROOT / "protocols" / "phaseA-tiny-long-tuning.yaml"
 pytestmark = pytest.mark.models
 
 
@@ -32,32 +31,43 @@ def ledger_cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
                           cwd=ROOT, env=dict(os.environ))
 
 
-@pytest.mark.parametrize("name", sorted(BASES))
-def test_shipped_base_matches_its_record_and_the_protocol(name):
+SHIPPED = [(protocol, name) for protocol in (TINY, LONG) for name in ("tiny", "tiny_large")]
+
+
+@pytest.mark.parametrize("protocol,name", SHIPPED, ids=[f"{p.stem}-{n}" for p, n in SHIPPED])
+def test_shipped_base_matches_its_record_and_the_protocol(protocol, name):
     from arms.pretrain import verify_base_hash
 
-    folder = BASES[name]
-    declared = load_protocol(TINY).bases[name].sha256
-    assert verify_base_hash(folder, expected=declared) == declared  # file == SHA256 record == protocol
+    spec = load_protocol(protocol).bases[name]
+    folder = (protocol.parent / spec.source).resolve()
+    assert folder.parent == ROOT / "bases"
+    assert verify_base_hash(folder, expected=spec.sha256) == spec.sha256  # file == SHA256 record == protocol
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    assert summary["model_sha256"] == declared and summary["steps"] == summary["recipe_steps"]
-    assert (folder / "recipe.yaml").read_bytes() == RECIPES[name].read_bytes()  # the recipe in bases/ made it
+    assert summary["model_sha256"] == spec.sha256 and summary["steps"] == summary["recipe_steps"]
+    recipe = ROOT / "bases" / f"{folder.name}.recipe.yaml"
+    assert (folder / "recipe.yaml").read_bytes() == recipe.read_bytes()  # the recipe in bases/ made it
     log = [json.loads(line) for line in (folder / "train.log").read_text(encoding="utf-8").splitlines()]
-    assert log[0]["event"] == "start" and log[-1]["event"] == "end" and log[-1]["model_sha256"] == declared
+    assert log[0]["event"] == "start" and log[-1]["event"] == "end" and log[-1]["model_sha256"] == spec.sha256
+    init_from = yaml.safe_load(recipe.read_text()).get("init_from")
+    if init_from:  # continued from another shipped base: the log names that base's hash
+        assert log[0]["init_from_sha256"] == init_from["sha256"]
+        assert verify_base_hash(ROOT / "bases" / init_from["path"], expected=init_from["sha256"])
 
 
-def test_pretrain_base_with_the_shipped_recipe_reproduces_the_first_logged_steps(tmp_path):
-    """Same code path, same recipe: the first logged losses equal the shipped training log's."""
+@pytest.mark.parametrize("base", ["tiny-base", "tiny-base-v2"])
+def test_pretrain_base_with_the_shipped_recipe_reproduces_the_first_logged_steps(tmp_path, base):
+    """Same code path, same recipe: the first logged losses equal the shipped training log's
+    (tiny-base from scratch; tiny-base-v2 continued from tiny-base through init_from)."""
     import math
 
     from arms.pretrain import load_recipe, pretrain_base
 
-    recipe = load_recipe(RECIPES["tiny"])
-    steps = recipe.log_every
-    summary = pretrain_base(RECIPES["tiny"], tmp_path / "again", max_steps=steps, progress=False)
+    recipe_path = ROOT / "bases" / f"{base}.recipe.yaml"
+    steps = load_recipe(recipe_path).log_every
+    summary = pretrain_base(recipe_path, tmp_path / "again", max_steps=steps, progress=False)
     assert summary["steps"] == steps and math.isfinite(summary["final_loss"])
     ours = [json.loads(line) for line in (tmp_path / "again" / "train.log").read_text().splitlines()]
-    shipped = [json.loads(line) for line in (BASES["tiny"] / "train.log").read_text().splitlines()]
+    shipped = [json.loads(line) for line in (ROOT / "bases" / base / "train.log").read_text().splitlines()]
     first = next(r for r in ours if r["event"] == "train" and r["step"] == steps)
     recorded = next(r for r in shipped if r["event"] == "train" and r["step"] == steps)
     assert first["loss"] == pytest.approx(recorded["loss"], rel=1e-3)
@@ -80,26 +90,55 @@ def test_tuning_protocol_is_exploratory_and_never_reads_the_frozen_evaluation():
 
 
 
-def test_long_protocol_is_the_default_with_more_training_and_its_own_rows():
-    from ledger.manifest_builder import build_manifests
+def _without(arm, *keys):
+    return {k: v for k, v in arm.model_dump().items() if k not in keys}
 
-    tiny, long = load_protocol(LONG.parent / "phaseA-tiny.yaml"), load_protocol(LONG)
-    assert long.purpose == "confirmatory" and long.bases == tiny.bases and long.gates == tiny.gates
+
+def test_long_protocol_is_the_default_with_more_training_sharper_bases_and_its_own_rows():
+    from ledger.manifest_builder import build_manifest, build_manifests
+    from ledger.protocol import LrSchedule
+
+    tiny, long = load_protocol(TINY), load_protocol(LONG)
+    assert long.purpose == "confirmatory" and long.gates == tiny.gates and long.version == 2
+    # the bases: the default's tiny-base continued (v2) and grown (large-v2), by recorded hash
+    for name in ("tiny", "tiny_large"):
+        recipe = yaml.safe_load((ROOT / "bases" / f"{Path(long.bases[name].source).name}.recipe.yaml").read_text())
+        assert recipe["init_from"]["sha256"] == tiny.bases["tiny"].sha256
+    cosine = LrSchedule(kind="cosine", warmup_steps=50, min_lr_ratio=0.1)
     for short_arm, long_arm in zip(tiny.arms, long.arms, strict=True):
-        assert short_arm.id == long_arm.id
-        short_stages, long_stages = short_arm.model_dump().pop("stages"), long_arm.model_dump().pop("stages")
-        assert {k: v for k, v in short_arm.model_dump().items() if k != "stages"} == {
-            k: v for k, v in long_arm.model_dump().items() if k != "stages"}
-        for a, b in zip(short_stages, long_stages, strict=True):  # only the step counts grow
-            assert b["steps"] > a["steps"] and {**a, "steps": 0} == {**b, "steps": 0}
-    short_rows, long_rows = build_manifests(tiny), build_manifests(long)
-    tuned = {row.sha256 for m in build_manifests(load_protocol(TUNING)).values() for row in m.rows}
-    frozen_long = {row.sha256 for row in long_rows["phaseA_eval"].rows}
-    seen_before = {row.sha256 for m in short_rows.values() for row in m.rows} | tuned
+        assert _without(short_arm, "stages", "description") == _without(long_arm, "stages", "description")
+        for a, b in zip(short_arm.stages, long_arm.stages, strict=True):  # more steps, a schedule, nothing else
+            assert b.steps > a.steps and b.optimizer.schedule == cosine
+            assert a.model_copy(update={"steps": 0}) == b.model_copy(
+                update={"steps": 0, "optimizer": b.optimizer.model_copy(update={"schedule": None})})
+    frozen_long = {row.sha256 for row in build_manifests(long)["phaseA_eval"].rows}
+    seen_before = {row.sha256 for path in (TINY, TUNING, LONG_TUNING) for m in build_manifests(load_protocol(path)).values()
+                   for row in m.rows}
+    # version 1's frozen rows (split testlong), read by its run
+    frozen_spec = next(m for m in long.manifests if m.id == "phaseA_eval")
+    seen_before |= {row.sha256 for row in build_manifest(frozen_spec.model_copy(update={"split": "testlong"})).rows}
     assert len(frozen_long) == 14 * 64 and not frozen_long & seen_before
+    long_rows = build_manifests(long)
     assert len(long_rows["train"].rows) == 8 * 4096 and len(long_rows["train_short"].rows) == 4 * 4096
     claims = [yaml.safe_load((ROOT / "claims" / f"{name}.yaml").read_text()) for name in ("phaseA-tiny", "phaseA-tiny-long")]
     assert claims[0]["claims"] == claims[1]["claims"] and claims[1]["protocol"] == "phaseA-tiny-long"
+
+
+def test_long_tuning_is_exploratory_and_its_chosen_variant_is_what_the_long_protocol_froze():
+    tuning, long = load_protocol(LONG_TUNING), load_protocol(LONG)
+    assert tuning.purpose == "exploratory" and tuning.claims == []
+    assert not [m for m in tuning.manifests if m.role == "eval"]
+    assert tuning.bases["tiny"] == long.bases["tiny"]
+    tuned = {arm.id: arm for arm in tuning.arms}
+    frozen_A = next(arm for arm in long.arms if arm.id == "A")
+    chosen = tuned["A_cosine"].model_copy(update={"id": "A", "description": frozen_A.description,
+                                                  "evaluation": frozen_A.evaluation})
+    assert chosen == frozen_A
+    # the other variant differs only by its schedule
+    plain = tuned["A"]
+    assert [s.optimizer.schedule for s in plain.stages] == [None] * len(plain.stages)
+    assert [s.model_copy(update={"optimizer": s.optimizer.model_copy(update={"schedule": None})})
+            for s in tuned["A_cosine"].stages] == list(plain.stages)
 
 
 def test_params_reads_the_shipped_bases_by_their_relative_path():
