@@ -99,7 +99,8 @@ def bridge_param_groups(bridge: nn.Module | None) -> dict[str, list[nn.Parameter
         return {
             "bridge_p": [bridge.P_p.weight],
             "bridge_h": [bridge.P_h.weight, bridge.P_h.bias],
-            "bridge_rest": [bridge.norm.weight, bridge.norm.bias, bridge.g],
+            "bridge_rest": [bridge.norm.weight, bridge.norm.bias, bridge.g]
+            + ([bridge.state_norm.weight, bridge.state_norm.bias] if bridge.state_norm is not None else []),
         }
     if isinstance(bridge, ConcatAdapter):
         return {"bridge": [bridge.proj.weight]}

@@ -99,13 +99,18 @@ class RecurrentLM(nn.Module):
         tuple_=None,
         bridge: str | None = "split",
         adapter_init: str = "identity",
+        state_norm: bool = False,
         **kwargs,
     ) -> "RecurrentLM":
-        """Cut `model` and attach a fresh bridge ("split", "concat" or None) on its device/dtype."""
+        """Cut `model` and attach a fresh bridge ("split", "concat" or None) on its device/dtype.
+
+        `state_norm` (split bridge only): normalise the state before re-entry (SplitBridge)."""
         surgery = make_surgery(model, split=split, tuple_=tuple_)
         hidden = model.config.hidden_size
+        if state_norm and bridge != "split":
+            raise ValueError("state_norm is an option of the split bridge")
         if bridge == "split":
-            module = SplitBridge(hidden)
+            module = SplitBridge(hidden, state_norm=state_norm)
         elif bridge == "concat":
             module = ConcatAdapter(hidden, init=adapter_init)
         elif bridge is None:

@@ -170,6 +170,7 @@ class RecurrentRuntime(ArmRuntime):
             split=tuple(surgery.split) if surgery.split else None,
             tuple_=tuple(surgery.tuple_) if surgery.tuple_ else None,
             bridge=arm.bridge.kind,
+            state_norm=getattr(arm.bridge, "state_norm", False),
         )
         from arms import budgets
 

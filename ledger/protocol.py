@@ -168,6 +168,19 @@ class Surgery(StrictModel):
 
 class SplitBridge(StrictModel):
     kind: Literal["split"]
+    state_norm: bool = Field(
+        default=False,
+        description="Normalise the state (its own LayerNorm) before re-entry, so it cannot grow from loop to loop. "
+        "Not the paper's bridge.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_default_state_norm(self, handler):
+        # absent unless asked for: protocols registered before the option keep their hash
+        data = handler(self)
+        if not self.state_norm and isinstance(data, dict):
+            data.pop("state_norm", None)
+        return data
 
 
 class ConcatBridge(StrictModel):

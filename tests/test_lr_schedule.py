@@ -79,3 +79,12 @@ def test_train_stage_moves_the_weights_by_the_scheduled_learning_rate():
     expected = [0.01 * stage.optimizer.schedule.scale(step, 12) for step in range(12)]
     assert moves == pytest.approx(expected, rel=1e-3)
     assert not math.isclose(moves[-1], moves[4], rel_tol=0.1)  # it did decay
+
+
+def test_bridge_state_norm_is_absent_from_the_canonical_form_unless_asked_for():
+    from ledger.protocol import SplitBridge
+
+    assert SplitBridge(kind="split").model_dump() == {"kind": "split"}
+    assert SplitBridge(kind="split", state_norm=True).model_dump() == {"kind": "split", "state_norm": True}
+    tuning = load_protocol(ROOT / "protocols" / "phaseA-tiny-long-tuning.yaml")
+    assert [a.bridge.state_norm for a in tuning.arms] == [False, False, True]

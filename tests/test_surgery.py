@@ -603,3 +603,35 @@ def test_qwen25_05b_shape_untrained_retrofit_at_loop1_is_the_base_bit_for_bit():
         readouts = rlm(ids, mask, loops=2)
     assert torch.equal(readouts[0], _base_last_logits(model, ids, mask))
     assert not torch.equal(readouts[1], readouts[0])
+
+
+def test_state_norm_bridge_reads_the_state_only_up_to_its_scale():
+    """With state_norm the re-entry ignores how large the state has grown (so it cannot
+    grow loop over loop), at init and after training moved every tensor."""
+    bridge = SplitBridge(64, state_norm=True)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for parameter in bridge.parameters():
+            parameter.add_(0.1 * torch.randn(parameter.shape, generator=g))
+    h, p = torch.randn(2, 5, 64, generator=g), torch.randn(2, 5, 64, generator=g)
+    small, large = bridge(h, p), bridge(1e3 * h, p)
+    assert torch.allclose(small, large, atol=1e-4)
+    assert large.norm() < 10 * small.norm()
+    plain = SplitBridge(64)
+    plain.load_state_dict({k: v for k, v in bridge.state_dict().items() if not k.startswith("state_norm.")})
+    assert plain(1e3 * h, p).norm() > 100 * plain(h, p).norm()  # the paper's bridge passes the growth on
+    assert sum(q.numel() for q in bridge.parameters()) == sum(q.numel() for q in plain.parameters()) + 2 * 64
+
+
+def test_state_norm_keeps_loop1_the_identity_route_and_trains_in_the_bridge_group():
+    from arms.budgets import apply_full_block_budget
+
+    model = tiny_qwen2()
+    rlm = RecurrentLM.build(model, split=(1, 5), bridge="split", state_norm=True).eval()
+    ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
+    with torch.no_grad():
+        assert torch.equal(rlm(ids, mask, loops=2)[0], _base_last_logits(model, ids, mask))
+    groups = apply_full_block_budget(rlm)
+    assert any(t is rlm.bridge.state_norm.weight for t in groups["bridge_rest"])
+    with pytest.raises(ValueError, match="state_norm is an option of the split bridge"):
+        RecurrentLM.build(tiny_qwen2(), tuple_=(2, 2, 2), bridge="concat", state_norm=True)
