@@ -97,6 +97,7 @@ def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[Ar
                 tuple_=tuple(surgery.tuple_) if surgery.tuple_ else None,
                 bridge=arm.bridge.kind,
                 state_norm=getattr(arm.bridge, "state_norm", False),
+                reentry=getattr(arm.bridge, "reentry", "all"),
             )
         bridge = recurrent.bridge
         cost = {t: surgery_cost_ratio(recurrent.surgery, t) for t in loops}

@@ -30,6 +30,10 @@ from arms.bridges import ConcatAdapter, SplitBridge
 from arms.surgery import Surgery, make_surgery
 
 S0_KINDS = ("random", "zeros", "prelude")
+# design S: which positions carry the state into the next loop. "all" is the paper's;
+# "answer" re-enters only the answer position and gives every other position the
+# prelude output again (a stationary prompt: its keys and values are loop 1's).
+REENTRY_KINDS = ("all", "answer")
 
 
 def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -66,7 +70,8 @@ class RecurrentLM(nn.Module):
     +-3 sigma, drawn from a generator seeded with `s0_seed` at every call unless
     one is passed, so evaluation is deterministic), "zeros", or "prelude" (e).
     A random s0 depends on the padded batch shape, so only zeros/prelude give
-    batch-invariant readouts.
+    batch-invariant readouts. `reentry` (design S): "all" positions carry the state
+    (the paper), or only the "answer" position (the prompt re-enters as at loop 1).
     """
 
     def __init__(
@@ -77,8 +82,13 @@ class RecurrentLM(nn.Module):
         s0: str = "random",
         s0_sigma: float = 1.0,
         s0_seed: int = 0,
+        reentry: str = "all",
     ):
         super().__init__()
+        if reentry not in REENTRY_KINDS:
+            raise ValueError(f"reentry must be one of {REENTRY_KINDS}, got {reentry!r}")
+        if reentry != "all" and not isinstance(bridge, SplitBridge):
+            raise ValueError("reentry='answer' is an option of the split bridge")
         if bridge is not None and not isinstance(bridge, (SplitBridge, ConcatAdapter)):
             raise TypeError(f"bridge must be a SplitBridge, a ConcatAdapter or None, got {type(bridge)}")
         if s0 not in S0_KINDS:
@@ -89,6 +99,7 @@ class RecurrentLM(nn.Module):
         self.s0 = s0
         self.s0_sigma = s0_sigma
         self.s0_seed = s0_seed
+        self.reentry = reentry
 
     @classmethod
     def build(
@@ -100,6 +111,7 @@ class RecurrentLM(nn.Module):
         bridge: str | None = "split",
         adapter_init: str = "identity",
         state_norm: bool = False,
+        reentry: str = "all",
         **kwargs,
     ) -> "RecurrentLM":
         """Cut `model` and attach a fresh bridge ("split", "concat" or None) on its device/dtype.
@@ -120,7 +132,7 @@ class RecurrentLM(nn.Module):
         if module is not None:
             weight = model.lm_head.weight
             module = module.to(device=weight.device, dtype=weight.dtype)
-        return cls(surgery, module, **kwargs)
+        return cls(surgery, module, reentry=reentry, **kwargs)
 
     @property
     def design(self) -> str:
@@ -182,13 +194,19 @@ class RecurrentLM(nn.Module):
         nn.init.trunc_normal_(s0, 0.0, sigma, -3 * sigma, 3 * sigma, generator=generator)
         return s0.to(e.dtype)
 
-    def _step(self, t: int, state, prelude_out, ctx) -> torch.Tensor:
+    def _step(self, t: int, state, prelude_out, ctx, rows=None, answer_positions=None) -> torch.Tensor:
         """One pass through the block: loop t's state from loop t-1's."""
         if self.design == "M":
             return self._run(self.surgery.block_idx, self.bridge(state, prelude_out), ctx)
         if t == 1:  # identity route: the block runs straight on the prelude output
             return self._run(self.surgery.block_idx, prelude_out, ctx)
         entry = state if self.bridge is None else self.bridge(state, prelude_out)
+        if self.reentry == "answer":
+            # Only the answer position carries the state; every other position enters
+            # the block with the prelude output, as at loop 1, so (causal attention) the
+            # prompt's keys and values are loop 1's at every loop.
+            carried = entry[rows, answer_positions]
+            entry = prelude_out.index_put((rows, answer_positions), carried)
         return self._run(self.surgery.block_idx, entry, ctx)
 
     # -- forward --------------------------------------------------------------
@@ -249,7 +267,7 @@ class RecurrentLM(nn.Module):
                     readouts.append(live.scatter(prelude_out.new_zeros(0, self.surgery.lm_head.out_features)))
                     states.append(live.scatter(prelude_out.new_zeros(0, prelude_out.shape[-1])))
                     continue
-                state = self._step(t, state, prelude_live, live.ctx)
+                state = self._step(t, state, prelude_live, live.ctx, live.local_rows, live.answer_positions)
                 readouts.append(live.scatter(self._readout(state, live.ctx, live.local_rows, live.answer_positions)))
                 states.append(live.scatter(state[live.local_rows, live.answer_positions]))
 

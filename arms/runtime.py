@@ -171,6 +171,7 @@ class RecurrentRuntime(ArmRuntime):
             tuple_=tuple(surgery.tuple_) if surgery.tuple_ else None,
             bridge=arm.bridge.kind,
             state_norm=getattr(arm.bridge, "state_norm", False),
+            reentry=getattr(arm.bridge, "reentry", "all"),
         )
         from arms import budgets
 

@@ -173,13 +173,21 @@ class SplitBridge(StrictModel):
         description="Normalise the state (its own LayerNorm) before re-entry, so it cannot grow from loop to loop. "
         "Not the paper's bridge.",
     )
+    reentry: Literal["all", "answer"] = Field(
+        default="all",
+        description="Positions that carry the state into the next loop: all (the paper's), or only the answer "
+        "position, the prompt re-entering with the prelude output as at loop 1 (not the paper's bridge).",
+    )
 
     @model_serializer(mode="wrap")
-    def _omit_default_state_norm(self, handler):
-        # absent unless asked for: protocols registered before the option keep their hash
+    def _omit_default_options(self, handler):
+        # absent unless asked for: protocols registered before the options keep their hash
         data = handler(self)
-        if not self.state_norm and isinstance(data, dict):
-            data.pop("state_norm", None)
+        if isinstance(data, dict):
+            if not self.state_norm:
+                data.pop("state_norm", None)
+            if self.reentry == "all":
+                data.pop("reentry", None)
         return data
 
 

@@ -81,10 +81,13 @@ def test_train_stage_moves_the_weights_by_the_scheduled_learning_rate():
     assert not math.isclose(moves[-1], moves[4], rel_tol=0.1)  # it did decay
 
 
-def test_bridge_state_norm_is_absent_from_the_canonical_form_unless_asked_for():
+def test_bridge_options_are_absent_from_the_canonical_form_unless_asked_for():
     from ledger.protocol import SplitBridge
 
     assert SplitBridge(kind="split").model_dump() == {"kind": "split"}
     assert SplitBridge(kind="split", state_norm=True).model_dump() == {"kind": "split", "state_norm": True}
+    assert SplitBridge(kind="split", reentry="answer").model_dump() == {"kind": "split", "reentry": "answer"}
     tuning = load_protocol(ROOT / "protocols" / "phaseA-tiny-long-tuning.yaml")
-    assert [a.bridge.state_norm for a in tuning.arms] == [False, False, True]
+    options = {a.id: (a.bridge.state_norm, a.bridge.reentry) for a in tuning.arms}
+    assert options == {"A": (False, "all"), "A_cosine": (False, "all"), "A_cosine_norm": (True, "all"),
+                       "A_cosine_answer": (False, "answer")}

@@ -136,6 +136,8 @@ def test_left_padded_batch_matches_each_row_alone_at_every_loop(attn, design):
     model = tiny_qwen2(attn)
     if design == "split":
         rlm = RecurrentLM.build(model, split=(2, 4), bridge="split")
+    elif design == "split-answer":
+        rlm = RecurrentLM.build(model, split=(2, 4), bridge="split", reentry="answer")
     else:
         rlm = RecurrentLM.build(
             model, tuple_=(1, 3, 1), bridge="concat", adapter_init="default", s0=design.split("-")[1]
@@ -248,11 +250,13 @@ def test_no_grad_loops_keep_gradients_only_for_the_last_loops():
 
 
 
-@pytest.mark.parametrize("design", ["split", "concat-zeros"])
+@pytest.mark.parametrize("design", ["split", "split-answer", "concat-zeros"])
 def test_rows_stop_at_their_depth_with_the_same_values_and_gradients(design):
     model = tiny_qwen2()
     if design == "split":
         rlm = RecurrentLM.build(model, split=(2, 4), bridge="split")
+    elif design == "split-answer":
+        rlm = RecurrentLM.build(model, split=(2, 4), bridge="split", reentry="answer")
     else:
         rlm = RecurrentLM.build(model, tuple_=(1, 3, 1), bridge="concat", adapter_init="default", s0="zeros")
     _perturb(rlm.bridge)
@@ -266,7 +270,7 @@ def test_rows_stop_at_their_depth_with_the_same_values_and_gradients(design):
     assert not early[~inside].any() and not early_states[~inside].any()  # past the depth: zeros
     # a loss that reads only the cells inside each row's depth gets the same gradients
     weights = [model.model.layers[2].mlp.up_proj.weight,
-               rlm.bridge.P_h.weight if design == "split" else rlm.bridge.proj.weight]
+               rlm.bridge.P_h.weight if design.startswith("split") else rlm.bridge.proj.weight]
     g_full = torch.autograd.grad(full[inside].logsumexp(-1).sum(), weights)
     g_early = torch.autograd.grad(early[inside].logsumexp(-1).sum(), weights)
     for a, b in zip(g_full, g_early):
@@ -635,3 +639,43 @@ def test_state_norm_keeps_loop1_the_identity_route_and_trains_in_the_bridge_grou
     assert any(t is rlm.bridge.state_norm.weight for t in groups["bridge_rest"])
     with pytest.raises(ValueError, match="state_norm is an option of the split bridge"):
         RecurrentLM.build(tiny_qwen2(), tuple_=(2, 2, 2), bridge="concat", state_norm=True)
+
+
+@pytest.mark.parametrize("reentry", ["all", "answer"])
+def test_answer_reentry_keeps_the_prompt_at_its_loop1_values(reentry):
+    """reentry='answer': every loop's block output at the prompt positions is loop 1's, bit for
+    bit, while the answer position moves; with the paper's 'all' the prompt moves too."""
+    model = tiny_qwen2()
+    rlm = RecurrentLM.build(model, split=(1, 5), bridge="split", reentry=reentry).eval()
+    _perturb(rlm.bridge)
+    ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
+    outputs = []
+    last_block_layer = model.model.layers[rlm.surgery.block_idx[-1]]
+    handle = last_block_layer.register_forward_hook(
+        lambda module, args, out: outputs.append((out[0] if isinstance(out, tuple) else out).clone()))
+    try:
+        with torch.no_grad():
+            readouts = rlm(ids, mask, loops=4)
+    finally:
+        handle.remove()
+    assert len(outputs) == 4
+    answer = last_token_positions(mask)
+    prompt = mask.bool().clone()
+    prompt[torch.arange(len(LENGTHS)), answer] = False
+    rows = torch.arange(len(LENGTHS))
+    for t in range(1, 4):
+        assert not torch.allclose(outputs[t][rows, answer], outputs[0][rows, answer], atol=1e-4)
+        same_prompt = torch.equal(outputs[t][prompt], outputs[0][prompt])
+        assert same_prompt == (reentry == "answer")
+    with torch.no_grad():
+        assert torch.equal(readouts[0], _base_last_logits(model, ids, mask))  # loop 1: the identity route
+        # a row gives the same readouts alone as in the padded batch
+        alone = rlm(ids[2:3, -LENGTHS[2]:], mask[2:3, -LENGTHS[2]:], loops=4)
+    assert torch.allclose(alone[:, 0], readouts[:, 2], atol=1e-5)
+
+
+def test_answer_reentry_is_an_option_of_the_split_bridge_only():
+    with pytest.raises(ValueError, match="reentry='answer' is an option of the split bridge"):
+        RecurrentLM.build(tiny_qwen2(), tuple_=(2, 2, 2), bridge="concat", reentry="answer")
+    with pytest.raises(ValueError, match="reentry must be one of"):
+        RecurrentLM.build(tiny_qwen2(), split=(1, 5), bridge="split", reentry="prompt")
