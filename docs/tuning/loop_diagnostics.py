@@ -79,7 +79,7 @@ def dynamics(runtime, rows) -> None:
         prelude = model._run(model.surgery.prelude_idx, embeds, ctx)
         state, previous, first = prelude, None, None
         for t in range(1, 15):
-            state = model._step(t, state, prelude, ctx)
+            state = model._step(t, state, prelude, ctx, torch.arange(len(rows)), answer)
             line = (f"loop {t:2d}: |h| table {state[table].norm(dim=-1).mean():8.1f}"
                     f"  answer {state[torch.arange(len(rows)), answer].norm(dim=-1).mean():8.1f}")
             if previous is not None:
