@@ -221,6 +221,7 @@ class AdapterRecurrentLM(RecurrentLM):
             s0=recurrent_lm.s0,
             s0_sigma=recurrent_lm.s0_sigma,
             s0_seed=recurrent_lm.s0_seed,
+            reentry=recurrent_lm.reentry,
         )
         out.train(recurrent_lm.training)
         return out
@@ -284,19 +285,19 @@ class AdapterRecurrentLM(RecurrentLM):
 
     # -- the loop --------------------------------------------------------------
 
-    def _step(self, t: int, state, prelude_out, ctx) -> torch.Tensor:
+    def _step(self, t: int, state, prelude_out, ctx, rows=None, answer_positions=None) -> torch.Tensor:
         if t == 1:  # identity route, adapter off: the base's own layers, bit for bit
             with adapters_disabled(self.lora_layers()):
-                return super()._step(t, state, prelude_out, ctx)
+                return super()._step(t, state, prelude_out, ctx, rows, answer_positions)
         if self._merged is None:
-            return super()._step(t, state, prelude_out, ctx)
+            return super()._step(t, state, prelude_out, ctx, rows, answer_positions)
         if self.training:
             raise RuntimeError("the merged block copy is for inference; call use_merged_block(False) to train")
         if self._fingerprint() != self._merged_fingerprint:
             raise RuntimeError(
                 "adapter or block weights changed since use_merged_block(); call it again to refresh the merged copy"
             )
-        entry = state if self.bridge is None else self.bridge(state, prelude_out)
+        entry = self._entry(state, prelude_out, rows, answer_positions)
         return self._run_layers(self._merged, self.surgery.block_idx, entry, ctx)
 
 

@@ -200,14 +200,19 @@ class RecurrentLM(nn.Module):
             return self._run(self.surgery.block_idx, self.bridge(state, prelude_out), ctx)
         if t == 1:  # identity route: the block runs straight on the prelude output
             return self._run(self.surgery.block_idx, prelude_out, ctx)
+        return self._run(self.surgery.block_idx, self._entry(state, prelude_out, rows, answer_positions), ctx)
+
+    def _entry(self, state, prelude_out, rows=None, answer_positions=None) -> torch.Tensor:
+        """Design S, loop t >= 2: what enters the block (the bridge's output, by `reentry`)."""
         entry = state if self.bridge is None else self.bridge(state, prelude_out)
         if self.reentry == "answer":
             # Only the answer position carries the state; every other position enters
             # the block with the prelude output, as at loop 1, so (causal attention) the
             # prompt's keys and values are loop 1's at every loop.
-            carried = entry[rows, answer_positions]
-            entry = prelude_out.index_put((rows, answer_positions), carried)
-        return self._run(self.surgery.block_idx, entry, ctx)
+            if rows is None or answer_positions is None:
+                raise ValueError("reentry='answer' needs the rows and answer positions of the batch")
+            entry = prelude_out.index_put((rows, answer_positions), entry[rows, answer_positions])
+        return entry
 
     # -- forward --------------------------------------------------------------
 

@@ -56,9 +56,9 @@ def _perturb(params, seed=1, scale=0.1):
             p.add_(scale * torch.randn(p.shape, generator=g))
 
 
-def _tiny_rlm(**kw):
+def _tiny_rlm(reentry="all", **kw):
     model = tiny_qwen2(**kw)
-    return model, RecurrentLM.build(model, split=SPLIT, bridge="split").eval()
+    return model, RecurrentLM.build(model, split=SPLIT, bridge="split", reentry=reentry).eval()
 
 
 # ----------------------------------------------------------------------------- full block
@@ -197,11 +197,13 @@ def test_state_dict_sha256_sees_one_bit():
     assert state_dict_sha256(model) != h
 
 
-def test_merged_copy_matches_unmerged_adapter_at_every_loop():
-    model, rlm = _tiny_rlm()
+@pytest.mark.parametrize("reentry", ["all", "answer"])
+def test_merged_copy_matches_unmerged_adapter_at_every_loop(reentry):
+    model, rlm = _tiny_rlm(reentry)
     ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
     base = _base_last_logits(model, ids, mask)
     arlm = apply_adapter_budget(rlm, rank=4, alpha=8, seed=0)
+    assert arlm.reentry == reentry  # the adapter budget keeps the bridge's re-entry (arm E with the option)
     _perturb(arlm.lora_parameters())
     _perturb(rlm.bridge.parameters(), seed=2, scale=0.02)
     live_weight = model.model.layers[2].self_attn.q_proj.base_layer.weight.clone()
