@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
@@ -166,7 +166,26 @@ class Surgery(StrictModel):
         return sum(self.tuple_)
 
 
-class SplitBridge(StrictModel):
+class _LateOptions(StrictModel):
+    """A model with fields added after protocols were registered (``_late_options``).
+
+    Such a field is left out of the serialised form while it holds its default, so a
+    protocol that does not use it serialises (and hashes) as it did before it existed.
+    """
+
+    _late_options: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _omit_unused_late_options(self, handler):
+        data = handler(self)
+        if isinstance(data, dict):
+            for name in self._late_options:
+                if getattr(self, name) == type(self).model_fields[name].default:
+                    data.pop(name, None)
+        return data
+
+
+class SplitBridge(_LateOptions):
     kind: Literal["split"]
     state_norm: bool = Field(
         default=False,
@@ -179,16 +198,7 @@ class SplitBridge(StrictModel):
         "position, the prompt re-entering with the prelude output as at loop 1 (not the paper's bridge).",
     )
 
-    @model_serializer(mode="wrap")
-    def _omit_default_options(self, handler):
-        # absent unless asked for: protocols registered before the options keep their hash
-        data = handler(self)
-        if isinstance(data, dict):
-            if not self.state_norm:
-                data.pop("state_norm", None)
-            if self.reentry == "all":
-                data.pop("reentry", None)
-        return data
+    _late_options = ("state_norm", "reentry")
 
 
 class ConcatBridge(StrictModel):
@@ -237,7 +247,7 @@ class LrSchedule(StrictModel):
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-class Optimizer(StrictModel):
+class Optimizer(_LateOptions):
     kind: Literal["adamw", "muon"] = "adamw"
     lr: float = Field(gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
@@ -247,14 +257,7 @@ class Optimizer(StrictModel):
     )
     schedule: LrSchedule | None = Field(default=None, description="Learning-rate schedule; none: constant lr.")
 
-    @model_serializer(mode="wrap")
-    def _omit_absent_schedule(self, handler):
-        # An optimiser without a schedule serialises as it did before the field existed,
-        # so every protocol registered then keeps its canonical hash.
-        data = handler(self)
-        if self.schedule is None and isinstance(data, dict):
-            data.pop("schedule", None)
-        return data
+    _late_options = ("schedule",)
 
 
 class ForcedRecurrence(StrictModel):
