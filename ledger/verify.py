@@ -322,7 +322,10 @@ def _verdict(store, path, claim, result: ClaimResult, evidence: StoreEvidence, i
     verdict.problems = [message for _, message in problems]
     first = store.first_outcome(key) if registered is not None else None
     verdict.first_outcome = first["outcome"] if first else None
-    if record and registered is not None and first is None and verdict.integrity == "verified":
+    # An outcome is a result only once the claim's evidence is all there: a partial run (`ledger run --arms A`
+    # before B has run) must not fix "unverifiable" as the first outcome that every later verify is held to.
+    if record and registered is not None and first is None and verdict.integrity == "verified" \
+            and result.outcome != "unverifiable":
         inputs = [
             {"role": f"arm{index}:{sha[:12]}", "arm": arm, "checkpoint_sha256": sha, "manifest_sha256": manifest_sha}
             for index, arm in enumerate(arms)

@@ -176,6 +176,45 @@ def test_flipped_byte_in_a_checkpoint_file_is_tampered(project, capsys):
     assert claims["A_accurate"]["integrity"] == "verified"  # A's evidence does not rest on B's file
 
 
+def test_a_claim_without_all_its_evidence_records_no_first_outcome(project, capsys):
+    """Arms run one at a time (`ledger run --arms A`, then `--arms B`): a verify in between
+    records no first outcome for a claim whose arm has not run yet ("unverifiable" is not a
+    result), so the verify after B is not held to it; evaluable claims are fixed at once."""
+    tmp_path, _, checkpoint_files = project
+    protocol = load_protocol(tmp_path / "protocol.yaml")
+    manifest = build_manifests(protocol)["eval"]
+    db = f"sqlite:///{tmp_path / 'one-arm-at-a-time.db'}"
+    assert run("register", "protocol.yaml", "--db", db) == 0
+
+    def arm_runs(arm: str) -> None:  # the same evidence the fixture writes, one arm at a time
+        with open_store(db) as store:
+            run_id = store.add_run(run_id=f"eval-{arm}", protocol_sha256=protocol.sha256, arm=arm)
+            checkpoint = store.add_checkpoint(path=str(checkpoint_files[arm]), arm=arm, status="promoted", run_id=run_id)
+            store.add_evidence([
+                {"run_id": run_id, "manifest_sha256": manifest.sha256, "row_id": row.row_id, "arm": arm,
+                 "checkpoint_sha256": checkpoint, "loop": row.depth if arm == "A" else 0, "prediction": row.answer,
+                 "correct": arm == "A" or row.depth == 1}
+                for row in manifest.rows
+            ])
+
+    def recorded() -> dict[str, str]:
+        with open_store(db) as store:
+            return {row["claim_id"].rsplit("/", 1)[-1]: row["outcome"] for row in store.rows_of("claim_outcomes")}
+
+    arm_runs("A")
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code != 0 and by_id(report)["A_beats_B"]["outcome"] == "unverifiable"
+    assert by_id(report)["A_accurate"]["outcome"] == "supported"
+    assert recorded() == {"A_accurate": "supported"}
+    arm_runs("B")
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 0, report
+    assert by_id(report)["A_beats_B"]["outcome"] == "supported" and by_id(report)["A_beats_B"]["first_outcome"] is None
+    assert recorded() == {"A_accurate": "supported", "A_beats_B": "supported", "B_deep": "supported"}
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 0 and {claim["first_outcome"] for claim in report["claims"]} == {"supported"}
+
+
 def test_missing_checkpoint_file_is_unverifiable(project, capsys):
     _, db, files = project
     files["A"].unlink()
