@@ -31,7 +31,7 @@ def ledger_cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
                           cwd=ROOT, env=dict(os.environ))
 
 
-SHIPPED = [(protocol, name) for protocol in (TINY, LONG) for name in ("tiny", "tiny_large")]
+SHIPPED = [(protocol, name) for protocol in (TINY, LONG, LONG_TUNING) for name in load_protocol(protocol).bases]
 
 
 @pytest.mark.parametrize("protocol,name", SHIPPED, ids=[f"{p.stem}-{n}" for p, n in SHIPPED])
@@ -94,19 +94,25 @@ def _without(arm, *keys):
     return {k: v for k, v in arm.model_dump().items() if k not in keys}
 
 
-def test_long_protocol_is_the_default_with_more_training_sharper_bases_and_its_own_rows():
+def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_own_rows():
     from ledger.manifest_builder import build_manifest, build_manifests
     from ledger.protocol import LrSchedule
 
     tiny, long = load_protocol(TINY), load_protocol(LONG)
-    assert long.purpose == "confirmatory" and long.gates == tiny.gates and long.version == 2
-    # the bases: the default's tiny-base continued (v2) and grown (large-v2), by recorded hash
-    for name in ("tiny", "tiny_large"):
-        recipe = yaml.safe_load((ROOT / "bases" / f"{Path(long.bases[name].source).name}.recipe.yaml").read_text())
-        assert recipe["init_from"]["sha256"] == tiny.bases["tiny"].sha256
+    assert long.purpose == "confirmatory" and long.gates == tiny.gates and long.version == 3
+    # the bases, by recorded hash: A/E/B/C's is tiny-base grown to 8 layers; D's is that grown to 16
+    recipes = {name: yaml.safe_load((ROOT / "bases" / f"{Path(long.bases[name].source).name}.recipe.yaml").read_text())
+               for name in ("tiny", "tiny_large")}
+    assert recipes["tiny"]["init_from"]["sha256"] == tiny.bases["tiny"].sha256
+    assert recipes["tiny_large"]["init_from"]["sha256"] == long.bases["tiny"].sha256
+    assert long.bases["tiny_large"].num_layers == 2 * long.bases["tiny"].num_layers
     cosine = LrSchedule(kind="cosine", warmup_steps=50, min_lr_ratio=0.1)
     for short_arm, long_arm in zip(tiny.arms, long.arms, strict=True):
-        assert _without(short_arm, "stages", "description") == _without(long_arm, "stages", "description")
+        changed = ("stages", "description") + (("surgery", "bridge") if long_arm.kind == "recurrent" else ())
+        assert _without(short_arm, *changed) == _without(long_arm, *changed)
+        if long_arm.kind == "recurrent":  # the larger block, answer-only re-entry (not the paper's bridge)
+            assert long_arm.surgery.split == (2, 6) and long_arm.bridge.reentry == "answer"
+            assert long_arm.bridge.model_copy(update={"reentry": "all"}) == short_arm.bridge
         for a, b in zip(short_arm.stages, long_arm.stages, strict=True):  # more steps, a schedule, nothing else
             assert b.steps > a.steps and b.optimizer.schedule == cosine
             assert a.model_copy(update={"steps": 0}) == b.model_copy(
@@ -114,9 +120,10 @@ def test_long_protocol_is_the_default_with_more_training_sharper_bases_and_its_o
     frozen_long = {row.sha256 for row in build_manifests(long)["phaseA_eval"].rows}
     seen_before = {row.sha256 for path in (TINY, TUNING, LONG_TUNING) for m in build_manifests(load_protocol(path)).values()
                    for row in m.rows}
-    # version 1's frozen rows (split testlong), read by its run
+    # the frozen rows of versions 1 and 2 (splits testlong, testlong2), read by their runs
     frozen_spec = next(m for m in long.manifests if m.id == "phaseA_eval")
-    seen_before |= {row.sha256 for row in build_manifest(frozen_spec.model_copy(update={"split": "testlong"})).rows}
+    for split in ("testlong", "testlong2"):
+        seen_before |= {row.sha256 for row in build_manifest(frozen_spec.model_copy(update={"split": split})).rows}
     assert len(frozen_long) == 14 * 64 and not frozen_long & seen_before
     long_rows = build_manifests(long)
     assert len(long_rows["train"].rows) == 8 * 4096 and len(long_rows["train_short"].rows) == 4 * 4096
@@ -124,17 +131,21 @@ def test_long_protocol_is_the_default_with_more_training_sharper_bases_and_its_o
     assert claims[0]["claims"] == claims[1]["claims"] and claims[1]["protocol"] == "phaseA-tiny-long"
 
 
-def test_long_tuning_is_exploratory_and_its_chosen_variant_is_what_the_long_protocol_froze():
+def test_long_tuning_is_exploratory_and_its_chosen_variants_are_what_the_long_protocol_froze():
     tuning, long = load_protocol(LONG_TUNING), load_protocol(LONG)
     assert tuning.purpose == "exploratory" and tuning.claims == []
     assert not [m for m in tuning.manifests if m.role == "eval"]
-    assert tuning.bases["tiny"] == long.bases["tiny"]
+    assert tuning.bases["tiny_large"] == long.bases["tiny"]
     tuned = {arm.id: arm for arm in tuning.arms}
-    frozen_A = next(arm for arm in long.arms if arm.id == "A")
-    chosen = tuned["A_cosine"].model_copy(update={"id": "A", "description": frozen_A.description,
-                                                  "evaluation": frozen_A.evaluation})
-    assert chosen == frozen_A
-    # the other variant differs only by its schedule
+    for variant, frozen_id in (("A_large_cosine_answer", "A"), ("E_large_cosine_answer", "E")):
+        frozen = next(arm for arm in long.arms if arm.id == frozen_id)
+        chosen = tuned[variant].model_copy(update={"id": frozen_id, "base": frozen.base, "description": frozen.description,
+                                                   "evaluation": frozen.evaluation})
+        assert chosen == frozen, variant
+    # the rejected variants differ by one thing each: the paper's bridge; the 2-layer block; no schedule
+    paper = tuned["A_large_cosine"]
+    assert paper.bridge.reentry == "all" and paper.stages == tuned["A_large_cosine_answer"].stages
+    assert tuned["A_cosine_answer"].surgery.split == (1, 3) and tuned["A_cosine_answer"].base == "tiny"
     plain = tuned["A"]
     assert [s.optimizer.schedule for s in plain.stages] == [None] * len(plain.stages)
     assert [s.model_copy(update={"optimizer": s.optimizer.model_copy(update={"schedule": None})})
