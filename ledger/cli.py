@@ -328,6 +328,9 @@ def _print_run_summary(result) -> None:
         for verdict in result.claims:
             claims.add_row(verdict.claim_id, verdict.outcome, verdict.integrity, verdict.reason)
         out.print(claims)
+    if result.claims_waiting_for and result.protocol.claims:
+        out.print(f"claims not judged yet: arm(s) {', '.join(result.claims_waiting_for)} have not finished in this "
+                  "ledger; run them (--arms), then `ledger run --resume` or `ledger verify` judges the claims")
     if result.report is not None:
         out.print(f"report: {result.report}")
     out.print(f"log: {result.out_dir / 'run.log'}")

@@ -71,6 +71,7 @@ class RunResult:
     out_dir: Path
     arms: list[ArmOutcome]
     claims: list[Any] = field(default_factory=list)
+    claims_waiting_for: list[str] = field(default_factory=list)  # arms not finished in this ledger yet
     report: Path | None = None
 
     @property
@@ -184,7 +185,15 @@ class Runner:
             outcomes = [self._run_arm(self.protocol.arm(arm_id)) for arm_id in self.arm_ids]
             self._depth_gates(outcomes)
             result = RunResult(self.protocol, self.sha, self.out_dir, outcomes)
-            result.claims = self._claims()
+            # Claims are judged once every arm has finished, here or in another process on this
+            # ledger (`--arms`): an arm still training has gate readings of earlier stages that a
+            # claim must not be judged on, and the first judgement is the one the ledger keeps.
+            result.claims_waiting_for = self._unfinished_arms()
+            if result.claims_waiting_for:
+                log.info("claims not judged yet: arm(s) %s not finished in this ledger",
+                         ", ".join(result.claims_waiting_for))
+            else:
+                result.claims = self._claims()
             result.report = self._report()
             return result
         finally:
@@ -508,6 +517,23 @@ class Runner:
         tail = [r for r in final if tail_from is not None and r["depth"] >= tail_from]
         count = lambda subset: (sum(1 for r in subset if r["correct"]), len(subset))  # noqa: E731
         return count(final), count(tail)
+
+    def _unfinished_arms(self) -> list[str]:
+        """Arms with neither their evaluation evidence nor a hard stop recorded in this ledger."""
+        unfinished = []
+        for arm in self.protocol.arms:
+            run_id = self._run_id(arm.id)
+            last = self._last_checkpoint(run_id)
+            if last is not None and self.store.get_checkpoint(last)["status"] == "failed":
+                continue  # a hard stop is finished: its claims are judged without it
+            evaluated = all(
+                self.store.query("SELECT 1 FROM evidence WHERE run_id = :run AND manifest_sha256 = :m LIMIT 1",
+                                 {"run": run_id, "m": self.manifest_sha[manifest_id]}).records()
+                for manifest_id in arm.evaluation.manifests
+            )
+            if not evaluated:
+                unfinished.append(arm.id)
+        return unfinished
 
     def _claims(self):
         from ledger.verify import verify

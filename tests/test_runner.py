@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ledger.cli import main
 from ledger.store import open_store
@@ -124,6 +125,23 @@ def test_sigkill_then_resume_gives_the_uninterrupted_evidence(reference, tmp_pat
     with open_store(f"sqlite:///{db}") as store:
         assert store.verify_chain().ok
         assert store.query("PRAGMA integrity_check").records()[0]["integrity_check"] == "ok"
+
+
+def test_arms_run_as_separate_commands_judge_the_claims_only_once_every_arm_has_finished(tmp_path):
+    """`--arms A` then `--arms E,B,C` into one ledger (as two processes would): the first judges
+    no claim (E and C have not run), the second judges them all, on final checkpoints only."""
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    first = ledger_cli("run", str(SMOKE), "--db", db, "--out", str(tmp_path / "out"), "--arms", "A", "--no-progress")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "claims not judged yet: arm(s) E, B, C" in " ".join(first.stdout.split())
+    with open_store(db) as store:
+        assert store.rows_of("claim_outcomes") == []
+    rest = ledger_cli("run", str(SMOKE), "--db", db, "--out", str(tmp_path / "out"), "--arms", "E,B,C", "--no-progress")
+    assert rest.returncode == 0, rest.stdout + rest.stderr
+    assert "claims not judged yet" not in rest.stdout and "preregistered claims" in rest.stdout
+    with open_store(db) as store:
+        assert len(store.rows_of("claim_outcomes")) == len(yaml.safe_load(
+            (ROOT / "claims" / "smoke.yaml").read_text(encoding="utf-8"))["claims"])
 
 
 def test_planted_tier1_regression_is_a_hard_stop_and_the_lineage_is_refused(tmp_path):
