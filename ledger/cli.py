@@ -283,6 +283,11 @@ def cmd_params(args: argparse.Namespace) -> int:
             *(f"{row.cost_by_loops[t]:.2f}x" if row.cost_by_loops else "1.00x" for t in loops),
         )
     out.print(table)
+    answer_only = [arm.id for arm in protocol.arms if getattr(getattr(arm, "bridge", None), "reentry", "all") == "answer"]
+    if answer_only:
+        out.print(f"{', '.join(answer_only)}: answer-only re-entry. The cost columns count every position looping "
+                  "(what `ledger run` computes); their prompt positions compute the same values at every loop, so "
+                  "with a cache the prompt costs 1.00x and only the answer position pays for the loops.")
     return EXIT_OK
 
 

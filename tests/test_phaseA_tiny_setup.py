@@ -156,3 +156,13 @@ def test_params_reads_the_shipped_bases_by_their_relative_path():
     result = ledger_cli("params", "protocols/phaseA-tiny.yaml", "--loops", "1,8")
     assert result.returncode == 0, result.stderr
     assert "633,984" in result.stdout and "1,224,832" in result.stdout  # tiny and tiny_large, read from bases/
+
+
+def test_params_says_what_answer_only_reentry_costs_with_a_cache():
+    result = ledger_cli("params", "protocols/phaseA-tiny-long.yaml", "--loops", "1,8")
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "1,225,856" in text and "2,409,600" in text  # tiny-base-large-v2 and tiny-base-xl
+    assert "A, E: answer-only re-entry" in text and "the prompt costs 1.00x" in text
+    default = ledger_cli("params", "protocols/phaseA-tiny.yaml", "--loops", "1,8")
+    assert "answer-only" not in default.stdout
