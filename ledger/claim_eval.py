@@ -223,8 +223,7 @@ def _frontier(claim: FrontierClaim, evidence: EvidenceSource) -> ClaimResult:
         "accuracy_by_depth": {str(depth): round(value, 6) for depth, value in accuracy.items()},
     }
     if result.frontier is None:
-        return ClaimResult(claim.id, claim.statistic, "refuted" if result.status == "below_at_first_depth" else "unverifiable",
-                           f"{claim.arm}: {result.reason}", figures)
+        return _censored_frontier(claim, result, figures)
     ratio = figures["ratio"]
     holds = ratio >= claim.threshold if claim.direction == "at_least" else ratio <= claim.threshold
     sign = ">=" if claim.direction == "at_least" else "<="
@@ -233,6 +232,36 @@ def _frontier(claim: FrontierClaim, evidence: EvidenceSource) -> ClaimResult:
         f"{result.depth_below}); / support {claim.support_max_depth} = {ratio:.3f}, needs {sign} {claim.threshold}"
     )
     return ClaimResult(claim.id, claim.statistic, "supported" if holds else "refuted", reason, figures)
+
+
+def _censored_frontier(claim: FrontierClaim, result, figures: dict) -> ClaimResult:
+    """The curve never crosses the bar inside the evaluated depths: the frontier is only bounded.
+
+    Never below the bar: the frontier is at least the deepest evaluated depth; below it
+    already at the shallowest: at most that depth. A bound decides the claim when it
+    clears the threshold on the claim's side (e.g. "ratio >= 1.3" holds when the curve
+    stays above the bar through depth 14 with support 8: ratio >= 14 / 8); otherwise the
+    claim needs deeper (or shallower) rows and stays unverifiable.
+    """
+    support, threshold = claim.support_max_depth, claim.threshold
+    if result.status == "never_crosses":
+        bound = result.depth_above
+        figures.update(frontier_at_least=bound, ratio_at_least=bound / support)
+        decided = {"at_least": "supported" if bound / support >= threshold else None,
+                   "at_most": "refuted" if bound / support > threshold else None}[claim.direction]
+        relation = f"frontier >= {bound} (the deepest evaluated depth), ratio >= {bound / support:.3f}"
+    else:  # below_at_first_depth
+        bound = result.depth_below
+        figures.update(frontier_at_most=bound, ratio_at_most=bound / support)
+        decided = {"at_least": "refuted" if bound / support < threshold else None,
+                   "at_most": "supported" if bound / support <= threshold else None}[claim.direction]
+        relation = f"frontier <= {bound} (the shallowest evaluated depth), ratio <= {bound / support:.3f}"
+    sign = ">=" if claim.direction == "at_least" else "<="
+    if decided is None:
+        return ClaimResult(claim.id, claim.statistic, "unverifiable",
+                           f"{claim.arm}: {result.reason}; {relation} cannot decide {sign} {threshold}", figures)
+    return ClaimResult(claim.id, claim.statistic, decided,
+                       f"{claim.arm}: {result.reason}; {relation}, needs {sign} {threshold}", figures)
 
 
 def _gate(claim: GateClaim, evidence: EvidenceSource) -> ClaimResult:
