@@ -90,4 +90,6 @@ def test_bridge_options_are_absent_from_the_canonical_form_unless_asked_for():
     tuning = load_protocol(ROOT / "protocols" / "phaseA-tiny-long-tuning.yaml")
     options = {a.id: (a.bridge.state_norm, a.bridge.reentry) for a in tuning.arms}
     assert options == {"A": (False, "all"), "A_cosine": (False, "all"), "A_cosine_norm": (True, "all"),
-                       "A_cosine_answer": (False, "answer"), "A_cosine_answer_norm": (True, "answer")}
+                       "A_cosine_answer": (False, "answer"), "A_cosine_answer_norm": (True, "answer"),
+                       "A_large_cosine": (False, "all"), "A_large_cosine_answer": (False, "answer"),
+                       "E_large_cosine_answer": (False, "answer")}
