@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from arms.accounting import adapter_budget, count_parameters, full_block_budget, surgery_cost_ratio
-from arms.base_models import BaseModelNotFound, _how_to, qwen25_05b_config
+from arms.model.accounting import adapter_budget, count_parameters, full_block_budget, surgery_cost_ratio
+from arms.bases.loading import BaseModelNotFound, _how_to, qwen25_05b_config
 
 
 def qwen25_15b_config(**overrides):
@@ -73,8 +73,8 @@ def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[Ar
     A base `source` written relative to the protocol file ("../bases/...") resolves
     against `protocol_dir` (the file's folder), as `ledger run` resolves it.
     """
-    from arms.recurrent import RecurrentLM
-    from ledger.runner import base_location
+    from arms.model.recurrent import RecurrentLM
+    from ledger.spec.protocol import base_location
 
     models = {}
     results = []

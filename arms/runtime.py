@@ -1,6 +1,6 @@
 """One arm's model during a run: build it from its base, train a stage, evaluate, save and load.
 
-The runner (``ledger/runner.py``) drives these objects and never reaches inside a model:
+The runner (``ledger/run/runner.py``) drives these objects and never reaches inside a model:
 it hands over rows and gets back per-row, per-loop readings made by the shared reader.
 Every random choice is derived from a seed by hashing (batch draws per step, torch's
 generator per stage), so a stage re-run after a crash reproduces itself bit for bit.
@@ -20,7 +20,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ledger.canonical import canonical_json, sha256_hex
-from ledger.reader import Reader
+from ledger.reader.shared import Reader
 
 ProgressFn = Callable[[int, float], None]
 
@@ -101,7 +101,7 @@ class ArmRuntime:
         raise NotImplementedError
 
     def train_stage(self, stage: Any, rows: Sequence[Any], seed_parts: tuple, progress: ProgressFn | None = None) -> float:
-        from arms.optim import build_optimizer
+        from arms.train.optim import build_optimizer
 
         torch.manual_seed(derived_seed(*seed_parts, "torch"))
         groups = self.named_groups()
@@ -162,7 +162,7 @@ class RecurrentRuntime(ArmRuntime):
     """A retrofitted recurrent arm: the shared block looped, read at every loop."""
 
     def __init__(self, base_model, tokenizer, reader: Reader, arm: Any):
-        from arms.recurrent import RecurrentLM
+        from arms.model.recurrent import RecurrentLM
 
         surgery = arm.surgery
         model = RecurrentLM.build(
@@ -173,7 +173,7 @@ class RecurrentRuntime(ArmRuntime):
             state_norm=getattr(arm.bridge, "state_norm", False),
             reentry=getattr(arm.bridge, "reentry", "all"),
         )
-        from arms import budgets
+        from arms.model import budgets
 
         if arm.budget.kind == "full_block":
             groups = budgets.apply_full_block_budget(model)
@@ -205,8 +205,8 @@ class RecurrentRuntime(ArmRuntime):
         return self.readouts(rows, 1)[0]
 
     def loss(self, rows, stage, step):
-        from arms.trainer import make_recurrent_batch, recurrent_loss
-        from arms.training import anneal_weight
+        from arms.train.recurrent import make_recurrent_batch, recurrent_loss
+        from arms.train.objectives import anneal_weight
 
         if stage.recurrence is not None and stage.recurrence.kind != "forced":
             raise NotImplementedError(
@@ -274,7 +274,7 @@ class DenseRuntime(ArmRuntime):
         return {"matrices": matrices, "vectors": others}
 
     def loss(self, rows, stage, step):
-        from arms.sft_data import build_sft_examples, collate_sft
+        from arms.dense.sft_data import build_sft_examples, collate_sft
 
         mode = "scratchpad" if stage.objective == "sft_scratchpad" else "direct"
         batch = collate_sft(build_sft_examples(rows, self.reader, mode=mode), self.tokenizer)
@@ -286,7 +286,7 @@ class DenseRuntime(ArmRuntime):
         return out[:, self.symbol_ids]
 
     def evaluate(self, rows, evaluation) -> list[Reading]:
-        from arms.dense import DenseArm
+        from arms.dense.generate import DenseArm
 
         arm = DenseArm(self.model, self.tokenizer, self.reader, mode=self.mode)
         generations = arm.generate(rows, max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size)

@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from arms.accounting import inference_cost_ratio  # noqa: E402
-from arms.base_models import qwen25_05b_config  # noqa: E402
-from arms.budgets import apply_adapter_budget  # noqa: E402
-from arms.recurrent import RecurrentLM, last_token_positions, positions_from_mask  # noqa: E402
+from arms.model.accounting import inference_cost_ratio  # noqa: E402
+from arms.bases.loading import qwen25_05b_config  # noqa: E402
+from arms.model.budgets import apply_adapter_budget  # noqa: E402
+from arms.model.recurrent import RecurrentLM, last_token_positions, positions_from_mask  # noqa: E402
 
 
 def final_readout(rlm, ids, mask, loops):

@@ -5,7 +5,7 @@
 
 A forced-depth batch runs max(depth) loops. Without `depths`, every row runs all of
 them and the loss then masks the cells past each row's depth; with
-`RecurrentLM.forward(depths=...)` (what `arms.trainer.recurrent_loss` now passes) a
+`RecurrentLM.forward(depths=...)` (what `arms.train.recurrent.recurrent_loss` now passes) a
 row leaves the batch after its own depth. This script times one training step
 (forward + intermediate loss + backward) both ways, side by side in ONE run,
 round-robin in every repeat after a warmup, on the SAME batches, with one torch
@@ -27,14 +27,14 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from arms.base_models import load_base  # noqa: E402
-from arms.budgets import apply_full_block_budget  # noqa: E402
-from arms.recurrent import RecurrentLM  # noqa: E402
+from arms.bases.loading import load_base  # noqa: E402
+from arms.model.budgets import apply_full_block_budget  # noqa: E402
+from arms.model.recurrent import RecurrentLM  # noqa: E402
 from arms.runtime import draw_batch  # noqa: E402
-from arms.trainer import make_recurrent_batch, objective_loss  # noqa: E402
-from ledger.reader import Reader, row_symbols  # noqa: E402
-from ledger.tasks.alphabets import resolve_alphabet  # noqa: E402
-from ledger.tasks.rule_chasing import generate_rule_chasing  # noqa: E402
+from arms.train.recurrent import make_recurrent_batch, objective_loss  # noqa: E402
+from ledger.reader.shared import Reader, row_symbols  # noqa: E402
+from ledger.rows.tasks.alphabets import resolve_alphabet  # noqa: E402
+from ledger.rows.tasks.rule_chasing import generate_rule_chasing  # noqa: E402
 
 
 def step_cost(rlm, batch, stop_at_depth: bool):

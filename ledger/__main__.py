@@ -1,4 +1,4 @@
-from ledger.cli import main
+from ledger.cli.main import main
 import sys
 
 sys.exit(main())

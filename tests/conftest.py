@@ -9,6 +9,12 @@ asking torch for every core would only fight over them.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
+
+# Shared helpers (model_fixtures, store_helpers) live in tests/ itself; test files sit in
+# subfolders that mirror the packages.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["OMP_NUM_THREADS"] = "1"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arms.base_models import BaseModelNotFound, load_base, smollm2_gguf_path, tiny_qwen2_config
+from arms.bases.loading import BaseModelNotFound, load_base, smollm2_gguf_path, tiny_qwen2_config
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa")
 

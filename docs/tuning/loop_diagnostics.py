@@ -21,13 +21,13 @@ from pathlib import Path
 
 import torch
 
-from arms.base_models import load_base
-from arms.recurrent import last_token_positions, positions_from_mask
+from arms.bases.loading import load_base
+from arms.model.recurrent import last_token_positions, positions_from_mask
 from arms.runtime import build_runtime
-from ledger.manifest_builder import build_manifests
-from ledger.protocol_loader import load_protocol
-from ledger.reader import Reader
-from ledger.tasks.alphabets import resolve_alphabet
+from ledger.rows.builder import build_manifests
+from ledger.spec.loader import load_protocol
+from ledger.reader.shared import Reader
+from ledger.rows.tasks.alphabets import resolve_alphabet
 
 
 def first_error_kind(row, t: int, pred: str) -> str:

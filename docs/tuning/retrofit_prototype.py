@@ -1,13 +1,13 @@
 import sys, time, math, argparse, torch
 sys.path.insert(0, '/work/main')
-from arms.base_models import load_base
-from arms.recurrent import RecurrentLM
-from arms import budgets
-from arms.trainer import make_recurrent_batch, recurrent_loss
+from arms.bases.loading import load_base
+from arms.model.recurrent import RecurrentLM
+from arms.model import budgets
+from arms.train.recurrent import make_recurrent_batch, recurrent_loss
 from arms.runtime import draw_batch
-from ledger.reader import Reader, row_symbols
-from ledger.tasks.rule_chasing import generate_rule_chasing
-from ledger.tasks.alphabets import resolve_alphabet
+from ledger.reader.shared import Reader, row_symbols
+from ledger.rows.tasks.rule_chasing import generate_rule_chasing
+from ledger.rows.tasks.alphabets import resolve_alphabet
 p = argparse.ArgumentParser()
 p.add_argument('--a', type=int, default=1); p.add_argument('--b', type=int, default=3)
 p.add_argument('--lr', type=float, default=1e-3); p.add_argument('--steps', type=int, default=1500)

@@ -553,7 +553,7 @@ class Store:
         return result.ids["deviations"][0]
 
     def add_manifest(self, manifest, *, protocol_sha256: str | None = None) -> str:
-        """Register a ``ledger.manifest.Manifest`` and all its rows in one chain entry.
+        """Register a ``ledger.rows.manifest.Manifest`` and all its rows in one chain entry.
 
         Idempotent on the manifest SHA-256.
         """

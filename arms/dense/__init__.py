@@ -1,0 +1,1 @@
+"""Dense arms: SFT targets and batched greedy generation."""

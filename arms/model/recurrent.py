@@ -1,0 +1,338 @@
+"""A pretrained decoder run as prelude -> recurrent block (T loops) -> coda.
+
+Everything model-specific is the base's own code: its embedding, decoder layers,
+rotary embedding, mask construction (`transformers.masking_utils`), final norm
+and lm_head. This module only decides the order in which those run.
+
+Design S (a `SplitBridge`, or no bridge): loop 1 is the identity route, prelude
+-> block once -> coda, with every recurrence part bypassed, so an untrained
+retrofit at loops=1 is the base model bit for bit. Loop t >= 2 re-enters the
+block through the bridge: h(t+1) = Block(bridge(h(t), p)).
+
+Design M (a `ConcatAdapter`): every loop, the first included, runs
+s_i = Block(Adapter([s_{i-1}; e])) from an initial state s_0, so loop 1 is NOT an
+identity route: it reproduces the base only while the adapter is identity-
+initialised (W = [0 | I]) and untrained, and the cut drops no layers.
+
+One forward returns the readout of every loop 1..T: the coda, final norm and
+lm_head applied to that loop's state, at the answer position of each row.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from arms.model.bridges import ConcatAdapter, SplitBridge
+from arms.model.surgery import Surgery, make_surgery
+
+S0_KINDS = ("random", "zeros", "prelude")
+# design S: which positions carry the state into the next loop. "all" is the paper's;
+# "answer" re-enters only the answer position and gives every other position the
+# prelude output again (a stationary prompt: its keys and values are loop 1's).
+REENTRY_KINDS = ("all", "answer")
+
+
+def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """RoPE positions that ignore padding, as transformers' `generate` builds them.
+
+    A left-padded row then sees the same positions as the row alone; pad slots
+    get position 1 (any value works: they are masked out as keys).
+    """
+    position_ids = attention_mask.long().cumsum(-1) - 1
+    return position_ids.masked_fill(attention_mask == 0, 1)
+
+
+def last_token_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Index of the last non-pad token of each row (works for left and right padding)."""
+    seq_len = attention_mask.shape[-1]
+    return seq_len - 1 - attention_mask.flip(-1).to(torch.long).argmax(-1)
+
+
+@dataclass
+class _Context:
+    """What every layer call shares within one forward: masks and position embeddings."""
+
+    masks: dict
+    position_ids: torch.Tensor
+    position_embeddings: tuple
+
+
+class RecurrentLM(nn.Module):
+    """A base causal LM retrofitted with a weight-shared recurrent block.
+
+    `bridge` picks the design: a `SplitBridge` (or None: the block output is fed
+    straight back) for design S, a `ConcatAdapter` for design M. For design M,
+    `s0` is the initial state: "random" (truncated N(0, s0_sigma^2), cut at
+    +-3 sigma, drawn from a generator seeded with `s0_seed` at every call unless
+    one is passed, so evaluation is deterministic), "zeros", or "prelude" (e).
+    A random s0 depends on the padded batch shape, so only zeros/prelude give
+    batch-invariant readouts. `reentry` (design S): "all" positions carry the state
+    (the paper), or only the "answer" position (the prompt re-enters as at loop 1).
+    """
+
+    def __init__(
+        self,
+        surgery: Surgery,
+        bridge: nn.Module | None = None,
+        *,
+        s0: str = "random",
+        s0_sigma: float = 1.0,
+        s0_seed: int = 0,
+        reentry: str = "all",
+    ):
+        super().__init__()
+        if reentry not in REENTRY_KINDS:
+            raise ValueError(f"reentry must be one of {REENTRY_KINDS}, got {reentry!r}")
+        if reentry != "all" and not isinstance(bridge, SplitBridge):
+            raise ValueError("reentry='answer' is an option of the split bridge")
+        if bridge is not None and not isinstance(bridge, (SplitBridge, ConcatAdapter)):
+            raise TypeError(f"bridge must be a SplitBridge, a ConcatAdapter or None, got {type(bridge)}")
+        if s0 not in S0_KINDS:
+            raise ValueError(f"s0 must be one of {S0_KINDS}, got {s0!r}")
+        self.surgery = surgery  # a plain dataclass of references; not a submodule
+        self.base = surgery.model  # registered, so .to()/.eval()/state_dict reach the base
+        self.bridge = bridge
+        self.s0 = s0
+        self.s0_sigma = s0_sigma
+        self.s0_seed = s0_seed
+        self.reentry = reentry
+
+    @classmethod
+    def build(
+        cls,
+        model: nn.Module,
+        *,
+        split=None,
+        tuple_=None,
+        bridge: str | None = "split",
+        adapter_init: str = "identity",
+        state_norm: bool = False,
+        reentry: str = "all",
+        **kwargs,
+    ) -> "RecurrentLM":
+        """Cut `model` and attach a fresh bridge ("split", "concat" or None) on its device/dtype.
+
+        `state_norm` (split bridge only): normalise the state before re-entry (SplitBridge)."""
+        surgery = make_surgery(model, split=split, tuple_=tuple_)
+        hidden = model.config.hidden_size
+        if state_norm and bridge != "split":
+            raise ValueError("state_norm is an option of the split bridge")
+        if bridge == "split":
+            module = SplitBridge(hidden, state_norm=state_norm)
+        elif bridge == "concat":
+            module = ConcatAdapter(hidden, init=adapter_init)
+        elif bridge is None:
+            module = None
+        else:
+            raise ValueError(f"bridge must be 'split', 'concat' or None, got {bridge!r}")
+        if module is not None:
+            weight = model.lm_head.weight
+            module = module.to(device=weight.device, dtype=weight.dtype)
+        return cls(surgery, module, reentry=reentry, **kwargs)
+
+    @property
+    def design(self) -> str:
+        return "M" if isinstance(self.bridge, ConcatAdapter) else "S"
+
+    # -- the pieces, each a call into the base's own modules -------------------
+
+    def _context(self, embeds, attention_mask, position_ids) -> _Context:
+        from transformers import masking_utils
+
+        config = self.surgery.config
+        kwargs = dict(
+            config=config,
+            inputs_embeds=embeds,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+        )
+        # transformers 5 names the cache `cache`; 4.x called it past_key_values and
+        # also wanted cache_position. No cache here either way.
+        params = inspect.signature(masking_utils.create_causal_mask).parameters
+        kwargs["cache" if "cache" in params else "past_key_values"] = None
+        if "cache_position" in params:
+            kwargs["cache_position"] = torch.arange(embeds.shape[1], device=embeds.device)
+        masks = {"full_attention": masking_utils.create_causal_mask(**kwargs)}
+        if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
+            masks["sliding_attention"] = masking_utils.create_sliding_window_causal_mask(**kwargs)
+        position_embeddings = self.surgery.rotary_emb(embeds, position_ids)
+        return _Context(masks, position_ids, position_embeddings)
+
+    def _run(self, idx: tuple[int, ...], hidden: torch.Tensor, ctx: _Context) -> torch.Tensor:
+        layers = self.surgery.decoder.layers
+        layer_types = getattr(self.surgery.config, "layer_types", None)
+        for i in idx:
+            kind = layer_types[i] if layer_types else "full_attention"
+            hidden = layers[i](
+                hidden,
+                attention_mask=ctx.masks[kind],
+                position_embeddings=ctx.position_embeddings,
+                position_ids=ctx.position_ids,
+            )
+        return hidden
+
+    def _readout(self, state, ctx, rows, answer_positions) -> torch.Tensor:
+        hidden = self._run(self.surgery.coda_idx, state, ctx)
+        # The base normalises the whole sequence before slicing; RMSNorm is per
+        # position, so normalising only the answer positions gives the same bits.
+        picked = hidden[rows, answer_positions].unsqueeze(1)
+        return self.surgery.lm_head(self.surgery.norm(picked)).squeeze(1)
+
+    def _initial_state(self, e: torch.Tensor, generator) -> torch.Tensor:
+        if self.s0 == "zeros":
+            return torch.zeros_like(e)
+        if self.s0 == "prelude":
+            return e
+        if generator is None:
+            generator = torch.Generator(device=e.device).manual_seed(self.s0_seed)
+        s0 = torch.empty(e.shape, dtype=torch.float32, device=e.device)
+        sigma = self.s0_sigma
+        nn.init.trunc_normal_(s0, 0.0, sigma, -3 * sigma, 3 * sigma, generator=generator)
+        return s0.to(e.dtype)
+
+    def _step(self, t: int, state, prelude_out, ctx, rows=None, answer_positions=None) -> torch.Tensor:
+        """One pass through the block: loop t's state from loop t-1's."""
+        if self.design == "M":
+            return self._run(self.surgery.block_idx, self.bridge(state, prelude_out), ctx)
+        if t == 1:  # identity route: the block runs straight on the prelude output
+            return self._run(self.surgery.block_idx, prelude_out, ctx)
+        return self._run(self.surgery.block_idx, self._entry(state, prelude_out, rows, answer_positions), ctx)
+
+    def _entry(self, state, prelude_out, rows=None, answer_positions=None) -> torch.Tensor:
+        """Design S, loop t >= 2: what enters the block (the bridge's output, by `reentry`)."""
+        entry = state if self.bridge is None else self.bridge(state, prelude_out)
+        if self.reentry == "answer":
+            # Only the answer position carries the state; every other position enters
+            # the block with the prelude output, as at loop 1, so (causal attention) the
+            # prompt's keys and values are loop 1's at every loop.
+            if rows is None or answer_positions is None:
+                raise ValueError("reentry='answer' needs the rows and answer positions of the batch")
+            entry = prelude_out.index_put((rows, answer_positions), entry[rows, answer_positions])
+        return entry
+
+    # -- forward --------------------------------------------------------------
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        loops: int = 1,
+        answer_positions: torch.Tensor | None = None,
+        *,
+        position_ids: torch.Tensor | None = None,
+        generator: torch.Generator | None = None,
+        return_states: bool = False,
+        no_grad_loops: int = 0,
+        depths: torch.Tensor | None = None,
+    ):
+        """Readouts [loops, batch, vocab] for every loop 1..loops, in one pass.
+
+        `answer_positions` [batch] defaults to each row's last non-pad token.
+        With `return_states=True` also returns the block state of every loop at
+        the answer positions, [loops, batch, hidden] (before the coda).
+        `no_grad_loops` = k runs loops 1..k (and their readouts) without
+        recording gradients, for truncated backprop; the state is detached where
+        gradient starts.
+        `depths` [batch] lets each row stop at its own depth: loop t runs only the
+        rows with depth >= t, and the readouts (and states) of a row past its depth
+        are zeros. Training losses never read those cells, so a mixed-depth batch
+        then costs the sum of its depths instead of batch x max(depth) block passes;
+        every row's own loops get the same values as without `depths` (the rows of a
+        batch never interact).
+        """
+        if not isinstance(loops, int) or loops < 1:
+            raise ValueError(f"loops must be an integer >= 1, got {loops!r}")
+        if not 0 <= no_grad_loops <= loops:
+            raise ValueError(f"no_grad_loops must lie in [0, loops={loops}], got {no_grad_loops}")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if position_ids is None:
+            position_ids = positions_from_mask(attention_mask)
+        if answer_positions is None:
+            answer_positions = last_token_positions(attention_mask)
+        rows = torch.arange(input_ids.shape[0], device=input_ids.device)
+
+        embeds = self.surgery.embed_tokens(input_ids)
+        ctx = self._context(embeds, attention_mask, position_ids)
+        prelude_out = self._run(self.surgery.prelude_idx, embeds, ctx)
+
+        readouts, states = [], []
+        state = prelude_out if self.design == "S" else self._initial_state(prelude_out, generator)
+        live = _LiveRows(self, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx)
+        for t in range(1, loops + 1):
+            with torch.set_grad_enabled(torch.is_grad_enabled() and t > no_grad_loops):
+                if t == no_grad_loops + 1 and no_grad_loops:
+                    state = state.detach()
+                state, prelude_live = live.keep_until(t, state, prelude_out)
+                if live.count == 0:  # every row is past its depth
+                    readouts.append(live.scatter(prelude_out.new_zeros(0, self.surgery.lm_head.out_features)))
+                    states.append(live.scatter(prelude_out.new_zeros(0, prelude_out.shape[-1])))
+                    continue
+                state = self._step(t, state, prelude_live, live.ctx, live.local_rows, live.answer_positions)
+                readouts.append(live.scatter(self._readout(state, live.ctx, live.local_rows, live.answer_positions)))
+                states.append(live.scatter(state[live.local_rows, live.answer_positions]))
+
+        readouts = torch.stack(readouts)
+        if return_states:
+            return readouts, torch.stack(states)
+        return readouts
+
+
+class _LiveRows:
+    """The rows of a batch still inside their depth, for `RecurrentLM.forward(depths=...)`.
+
+    Without depths every row stays live and nothing is copied. With depths, at loop t
+    the rows with depth < t are dropped from the running state (for good: depth only
+    falls behind t), the masks and rotary embeddings are rebuilt for the survivors,
+    and `scatter` puts a live-rows tensor back at full batch size with zeros for the
+    finished rows (index_copy, so gradients reach the live rows only).
+    """
+
+    def __init__(self, model, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx):
+        self.model = model
+        self.batch = rows.shape[0]
+        self.depths = None
+        if depths is not None:
+            depths = torch.as_tensor(depths, device=rows.device).long()
+            if depths.shape != (self.batch,):
+                raise ValueError(f"depths must have shape [{self.batch}], got {tuple(depths.shape)}")
+            if self.batch and int(depths.min()) < 1:
+                raise ValueError("every depth must be >= 1")
+            self.depths = depths
+        self.index = rows  # batch indices of the live rows
+        self.embeds, self.attention_mask, self.position_ids = embeds, attention_mask, position_ids
+        self.all_answer_positions = answer_positions
+        self.answer_positions = answer_positions
+        self.ctx = ctx
+        self.local_rows = rows
+        self.prelude_live = None  # the prelude output of the live rows, once some have left
+
+    @property
+    def count(self) -> int:
+        return int(self.index.shape[0])
+
+    def keep_until(self, t: int, state, prelude_out):
+        """Drop the rows whose depth is below t; returns (state, prelude output) of the live rows."""
+        if self.depths is None:
+            return state, prelude_out
+        keep = self.depths[self.index] >= t
+        if not bool(keep.all()):
+            self.index = self.index[keep]
+            state = state[keep]
+            idx = self.index
+            self.answer_positions = self.all_answer_positions[idx]
+            self.local_rows = torch.arange(idx.shape[0], device=idx.device)
+            self.prelude_live = prelude_out[idx]  # indexed once per change of the live set, not every loop
+            if idx.shape[0]:
+                self.ctx = self.model._context(self.embeds[idx], self.attention_mask[idx], self.position_ids[idx])
+        return state, self.prelude_live if self.count < self.batch else prelude_out
+
+    def scatter(self, live_values: torch.Tensor) -> torch.Tensor:
+        if self.count == self.batch:
+            return live_values
+        full = live_values.new_zeros((self.batch, *live_values.shape[1:]))
+        return full.index_copy(0, self.index, live_values)

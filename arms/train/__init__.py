@@ -1,0 +1,1 @@
+"""Training: objectives, the recurrence schedule, the recurrent training step, optimisers and their audits."""

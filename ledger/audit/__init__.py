@@ -1,0 +1,1 @@
+"""Stage 6, audit: preregistration and deviations, imports of released rows, verification."""

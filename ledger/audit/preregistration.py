@@ -1,0 +1,254 @@
+"""Preregistration and deviations: the plan is in the ledger before any result.
+
+``register`` writes the canonical protocol, its manifests (rows and hashes) and the
+claims it preregisters, plus a ``registration`` entry naming the protocol file and the
+SHA-256 of its bytes. A changed protocol file is refused (``registration_of``) unless
+``deviate`` has recorded every changed item (planned, actual, reason, timing) and
+registered the new version. Claims that depend on a deviated item are flagged by verify.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledger.canonical import sha256_file
+from ledger.spec.claims import ClaimFile, check_claims_against, load_claims
+from ledger.rows.builder import build_manifests
+from ledger.spec.protocol import Protocol
+from ledger.spec.loader import ProtocolError, load_protocol
+from ledger.store import Store
+
+TIMINGS = ("before_data", "after_data", "after_analysis")
+
+
+class RegistrationRefused(Exception):
+    """The ledger refuses: a protocol changed without a deviation, or was never registered."""
+
+
+@dataclass
+class Registration:
+    protocol: Protocol
+    sha256: str
+    manifests: dict[str, str]  # id -> sha256
+    claims: list[str]  # namespaced claim ids
+    already: bool
+
+
+def claim_key(protocol_name: str, claim_id: str) -> str:
+    """Claim ids are unique per protocol; the ledger namespaces them."""
+    return f"{protocol_name}/{claim_id}"
+
+
+def claim_files_of(protocol_path: Path, protocol: Protocol) -> list[tuple[Path, ClaimFile]]:
+    found = []
+    for relative in protocol.claims:
+        path = (protocol_path.parent / relative).resolve()
+        if not path.is_file():
+            raise RegistrationRefused(f"{protocol_path}: claim file {relative!r} not found (looked at {path})")
+        claim_file = load_claims(path)
+        issues = check_claims_against(claim_file, protocol, str(path))
+        if issues:
+            raise ProtocolError(issues)
+        found.append((path, claim_file))
+    return found
+
+
+def registered_versions(store: Store, name: str) -> list[dict]:
+    return store.query(
+        "SELECT sha256, canonical_json, id FROM protocols WHERE name = :name AND version != 'release' ORDER BY id",
+        {"name": name},
+    ).records()
+
+
+def deviations_to(store: Store, sha256: str) -> list[dict]:
+    return store.query(
+        "SELECT * FROM deviations WHERE new_protocol_sha256 = :sha ORDER BY id", {"sha": sha256}
+    ).records()
+
+
+def registration_of(store: Store, protocol: Protocol) -> str:
+    """The registered SHA-256 of this protocol, or refuse with what to run."""
+    sha = protocol.sha256
+    versions = registered_versions(store, protocol.name)
+    if not versions:
+        raise RegistrationRefused(
+            f"protocol {protocol.name!r} is not registered: run `ledger register PROTOCOL` before any result"
+        )
+    if any(version["sha256"] == sha for version in versions):
+        return sha
+    raise RegistrationRefused(
+        f"protocol {protocol.name!r} changed since it was registered (registered {versions[-1]['sha256'][:12]}, "
+        f"file is {sha[:12]}): record the change with `ledger deviate PROTOCOL --reason ... --timing ...`"
+    )
+
+
+def exploratory_protocols(store: Store) -> list[dict]:
+    """(sha256, name) of every registered exploratory (tuning) protocol."""
+    rows = store.query("SELECT sha256, name, canonical_json FROM protocols WHERE version != 'release' ORDER BY id").records()
+    return [
+        {"sha256": row["sha256"], "name": row["name"]}
+        for row in rows
+        if json.loads(row["canonical_json"]).get("purpose") == "exploratory"
+    ]
+
+
+def peeked_rows(store: Store, row_sha256s: set[str]) -> list[dict]:
+    """Evidence rows of exploratory runs whose row content is one of ``row_sha256s``."""
+    tuning = {p["sha256"]: p["name"] for p in exploratory_protocols(store)}
+    if not tuning or not row_sha256s:
+        return []
+    records = store.query(
+        "SELECT DISTINCT r.protocol_sha256 AS protocol, x.sha256 AS row_sha256, x.row_id AS row_id "
+        "FROM evidence e JOIN runs r ON r.run_id = e.run_id "
+        "JOIN rows x ON x.manifest_sha256 = e.manifest_sha256 AND x.row_id = e.row_id"
+    ).records()
+    return [
+        {**record, "protocol_name": tuning[record["protocol"]]}
+        for record in records
+        if record["protocol"] in tuning and record["row_sha256"] in row_sha256s
+    ]
+
+
+def _refuse_peeked_evaluation(store: Store, protocol: Protocol, manifests: dict) -> None:
+    """A confirmatory protocol's evaluation rows may not have been seen by any tuning run."""
+    if protocol.purpose != "confirmatory":
+        return
+    for spec in protocol.manifests:
+        if spec.role != "eval":
+            continue
+        seen = peeked_rows(store, {row.sha256 for row in manifests[spec.id].rows})
+        if seen:
+            first = seen[0]
+            raise RegistrationRefused(
+                f"evaluation manifest {spec.id!r} of {protocol.name!r} is not fresh: exploratory protocol "
+                f"{first['protocol_name']!r} already has evidence on {len(seen)} of its rows (e.g. {first['row_id']}); "
+                "tuning may only use development rows, so choose a new seed or split for the frozen evaluation"
+            )
+
+
+def _write(store: Store, path: Path, protocol: Protocol) -> Registration:
+    manifests = build_manifests(protocol)
+    _refuse_peeked_evaluation(store, protocol, manifests)
+    claim_files = claim_files_of(path, protocol)
+    sha = store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
+    manifest_shas = {name: store.add_manifest(manifest, protocol_sha256=sha) for name, manifest in manifests.items()}
+    claim_ids = []
+    for claim_path, claim_file in claim_files:
+        for claim in claim_file.claims:
+            key = claim_key(protocol.name, claim.id)
+            store.add_claim(key, claim.model_dump(mode="json", by_alias=True), protocol_sha256=sha)
+            claim_ids.append(key)
+    store.append(
+        "registration",
+        {
+            "protocol": protocol.name,
+            "protocol_sha256": sha,
+            "file": str(path),
+            "file_sha256": sha256_file(path),
+            "manifests": manifest_shas,
+            "claims": claim_ids,
+        },
+    )
+    return Registration(protocol, sha, manifest_shas, claim_ids, already=False)
+
+
+def register(store: Store, path: str | Path) -> Registration:
+    """Register a protocol before any result; refuses a silently changed protocol."""
+    path = Path(path)
+    protocol = load_protocol(path)
+    versions = registered_versions(store, protocol.name)
+    if any(version["sha256"] == protocol.sha256 for version in versions):
+        manifests = {row["name"]: row["sha256"] for row in store.rows_of("manifests", protocol_sha256=protocol.sha256)}
+        claims = [row["claim_id"] for row in store.rows_of("claims", protocol_sha256=protocol.sha256)]
+        return Registration(protocol, protocol.sha256, manifests, claims, already=True)
+    if versions:
+        raise RegistrationRefused(
+            f"protocol {protocol.name!r} is already registered as {versions[-1]['sha256'][:12]} and this file differs: "
+            "a change to a registered protocol is a deviation (`ledger deviate`)"
+        )
+    return _write(store, path, protocol)
+
+
+def diff_items(planned: Any, actual: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """Changed leaves between two protocol documents; lists of items with ids are keyed by id."""
+    if isinstance(planned, list) and isinstance(actual, list) and all(
+        isinstance(item, dict) and "id" in item for item in planned + actual
+    ):
+        planned = {item["id"]: item for item in planned}
+        actual = {item["id"]: item for item in actual}
+    if isinstance(planned, dict) and isinstance(actual, dict):
+        changes = []
+        for key in sorted(set(planned) | set(actual), key=str):
+            where = f"{prefix}.{key}" if prefix else str(key)
+            if key not in planned:
+                changes.append((where, None, actual[key]))
+            elif key not in actual:
+                changes.append((where, planned[key], None))
+            else:
+                changes.extend(diff_items(planned[key], actual[key], where))
+        return changes
+    return [] if planned == actual else [(prefix, planned, actual)]
+
+
+def deviate(store: Store, path: str | Path, *, reason: str, timing: str) -> tuple[str, str, list[tuple[str, Any, Any]]]:
+    """Record every change of a registered protocol as a deviation, then register the new version."""
+    if timing not in TIMINGS:
+        raise ValueError(f"timing must be one of {', '.join(TIMINGS)}, got {timing!r}")
+    path = Path(path)
+    protocol = load_protocol(path)
+    versions = registered_versions(store, protocol.name)
+    if not versions:
+        raise RegistrationRefused(f"protocol {protocol.name!r} was never registered: nothing to deviate from")
+    previous = versions[-1]
+    if previous["sha256"] == protocol.sha256 or any(v["sha256"] == protocol.sha256 for v in versions):
+        raise RegistrationRefused(f"protocol {protocol.name!r} is unchanged from a registered version: no deviation")
+    changes = diff_items(json.loads(previous["canonical_json"]), json.loads(protocol.canonical()))
+    build_manifests(protocol)  # refuse a contaminated or unbuildable revision before writing anything
+    # The deviations point at the new version, so its canonical document goes in first;
+    # its manifests, claims and registration entry follow the deviations.
+    store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
+    for item, planned, actual in changes:
+        store.add_deviation(
+            previous["sha256"],
+            item=item,
+            planned=planned,
+            actual=actual,
+            reason=reason,
+            timing=timing,
+            new_protocol_sha256=protocol.sha256,
+        )
+    _write(store, path, protocol)
+    return previous["sha256"], protocol.sha256, changes
+
+
+def deviated_items(store: Store, protocol_sha256: str) -> list[dict]:
+    """Deviations on the path that led to ``protocol_sha256`` (walking back through versions)."""
+    found, frontier, seen = [], [protocol_sha256], set()
+    while frontier:
+        sha = frontier.pop()
+        if sha in seen:
+            continue
+        seen.add(sha)
+        for deviation in deviations_to(store, sha):
+            found.append(deviation)
+            frontier.append(deviation["protocol_sha256"])
+    return found
+
+
+def claim_depends_on(claim: Any, item: str) -> bool:
+    """Whether a deviated protocol item can move this claim's result."""
+    parts = item.split(".")
+    head = parts[0]
+    if head in ("name", "description", "hypotheses", "claims", "version"):
+        return False
+    named = set(getattr(claim, "arms", ()) or ()) | {getattr(claim, "arm", None), getattr(claim, "gate", None)}
+    if head == "arms":
+        return len(parts) > 1 and parts[1] in named
+    if head == "manifests":
+        return len(parts) > 1 and parts[1] == claim.manifest
+    if head == "gates":
+        return len(parts) > 1 and parts[1] == getattr(claim, "gate", None)
+    return True  # seed, bases, schema: everything downstream may move

@@ -1,0 +1,336 @@
+"""Released row-level results of other groups, read through a small mapping file.
+
+A *release mapping* (YAML) says where a release's files are and which of their fields
+are the row id, the prompt, the answer, the prediction, the loop, the generated text.
+Reading it gives manifests (the released rows, hashed like our own) and evidence
+records (one per row and loop) whose correctness is recomputed here from the
+prediction and the row -- a release's own ``correct``/``hit`` columns are never
+trusted. Generated text is read by the shared reader. Files are gzip-transparent,
+JSONL or CSV, and every file's SHA-256 is kept so that verify can re-hash it.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from ledger.canonical import sha256_file
+from ledger.rows.manifest import Manifest, Row
+from ledger.spec.protocol import StrictModel, _located
+from ledger.spec.loader import load_model_file
+from ledger.reader.shared import read_generated_text_detail, row_symbols
+
+
+class ReleaseError(ValueError):
+    """A release file that cannot be read as its mapping says (names file and line)."""
+
+
+# ----------------------------------------------------------------------------- mapping schema
+
+
+class RowFields(StrictModel):
+    """Which source field fills each Row field (``None``: not in the release)."""
+
+    row_id: str = "id"
+    prompt: str | None = None
+    answer: str
+    depth: str | None = None
+    table: str | None = None
+    start: str | None = None
+    path: str | None = None
+    choices: str | None = None
+
+
+class ReleaseManifest(StrictModel):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    file: str
+    task: Literal["rule_chasing", "arithmetic", "multiple_choice_qa"] = "rule_chasing"
+    surface: Literal["symbolic", "relay", "pointer", "multiple_choice"] = "symbolic"
+    fields: RowFields
+    symbols_from: Literal["table", "scores", "choices"] = Field(
+        default="table", description="Where a row's answer vocabulary comes from."
+    )
+    scores_field: str = "scores"
+    where: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Keep only source records whose field equals the value; a value '$f' means 'equals field f'.",
+    )
+    default_depth: int = Field(default=0, ge=0)
+
+
+class ReleasePredictions(StrictModel):
+    arm: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    manifest: str
+    file: str
+    row_id: str = "id"
+    prediction: str | None = Field(default=None, description="Field holding the predicted symbol.")
+    text: str | None = Field(default=None, description="Field holding generated text, read by the shared reader.")
+    loop: str | int | None = Field(
+        default=None, description="Field holding the loop, or a constant; None for dense (read once) arms."
+    )
+    target: str | None = Field(
+        default=None, description="Field holding the per-cell target (e.g. intermediate states); default: the row's."
+    )
+    scores: str | None = Field(default=None, description="Per-symbol scores, used for the margin.")
+    label: str = Field(default="", description="What produced these predictions (e.g. a checkpoint step).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ReleasePredictions":
+        if (self.prediction is None) == (self.text is None):
+            raise _located("give exactly one of 'prediction' (a symbol field) or 'text' (generated text)", [])
+        return self
+
+
+class ReleaseCounts(StrictModel):
+    """Per-depth counts from a summary file (no row-level evidence: marked as such)."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    arm: str
+    file: str
+    select: list[str | int] = Field(description="JSON path to the {depth: {correct, total}} mapping.")
+    correct: str = "correct"
+    total: str = "total"
+
+
+class ReleaseMapping(StrictModel):
+    release: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    source: str = Field(description="Where the files came from (repository and commit).")
+    root: str = Field(description="Folder holding the files, relative to this mapping file.")
+    manifests: list[ReleaseManifest] = Field(default_factory=list)
+    predictions: list[ReleasePredictions] = Field(default_factory=list)
+    counts: list[ReleaseCounts] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> "ReleaseMapping":
+        ids = {spec.id for spec in self.manifests}
+        if len(ids) != len(self.manifests):
+            raise _located("duplicate manifest id", ["manifests"])
+        for index, spec in enumerate(self.predictions):
+            if spec.manifest not in ids:
+                raise _located(f"unknown manifest {spec.manifest!r}", ["predictions", index, "manifest"])
+        return self
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class EvidenceRecord:
+    """One prediction of one arm on one row at one loop (loop None: read once)."""
+
+    row_id: str
+    arm: str
+    loop: int | None
+    prediction: str | None
+    target: str | None
+    correct: bool | None
+    margin: float | None = None
+    tokens_generated: int | None = None
+    latency_ms: float | None = None
+    rule: str | None = None
+
+
+@dataclass
+class LoadedRelease:
+    mapping: ReleaseMapping
+    root: Path
+    manifests: dict[str, Manifest]
+    evidence: dict[tuple[str, str, str], list[EvidenceRecord]]  # (arm, manifest, file) -> records
+    counts: dict[str, dict[int, tuple[int, int]]]
+    file_hashes: dict[str, str] = field(default_factory=dict)  # relative file -> sha256 of its bytes
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_mapping(path: str | Path) -> ReleaseMapping:
+    return load_model_file(path, ReleaseMapping, "release mapping")
+
+
+def resolve_root(mapping: ReleaseMapping, mapping_path: str | Path, root_override: str | Path | None = None) -> Path:
+    root = Path(root_override) if root_override else (Path(mapping_path).parent / mapping.root)
+    root = root.resolve()
+    if not root.is_dir():
+        raise ReleaseError(
+            f"release {mapping.release!r}: folder {root} not found (set `root` in {mapping_path} or pass --root)"
+        )
+    return root
+
+
+def read_records(path: Path) -> list[dict]:
+    """JSONL or CSV records, gzip-transparent; errors name the file and line."""
+    if not path.is_file():
+        raise ReleaseError(f"{path}: file not found")
+    raw = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except OSError as exc:
+            raise ReleaseError(f"{path}: not a gzip file ({exc})") from None
+    name = path.name.removesuffix(".gz")
+    text = raw.decode("utf-8")
+    if name.endswith(".csv"):
+        return list(csv.DictReader(io.StringIO(text)))
+    if name.endswith(".json"):
+        return [json.loads(text)]
+    records = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise ReleaseError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+    return records
+
+
+def _field(record: dict, name: str | None, where: str) -> Any:
+    if name is None:
+        return None
+    if name not in record:
+        raise ReleaseError(f"{where}: field {name!r} missing (has: {', '.join(sorted(record))[:200]})")
+    return record[name]
+
+
+def _matches(record: dict, where: dict[str, Any]) -> bool:
+    for key, expected in where.items():
+        if isinstance(expected, str) and expected.startswith("$"):
+            expected = record.get(expected[1:])
+        if record.get(key) != expected:
+            return False
+    return True
+
+
+def _row_from_record(spec: ReleaseManifest, record: dict, where: str) -> Row:
+    fields = spec.fields
+    table = _field(record, fields.table, where)
+    choices = _field(record, fields.choices, where)
+    depth = _field(record, fields.depth, where)
+    depth = int(depth) if depth is not None else spec.default_depth
+    if spec.symbols_from == "table":
+        if not isinstance(table, dict):
+            raise ReleaseError(f"{where}: symbols_from 'table' needs a mapping in field {fields.table!r}")
+        symbols = sorted(set(table) | set(table.values()))
+    elif spec.symbols_from == "choices":
+        symbols = sorted(choices or {})
+    else:
+        symbols = sorted(_field(record, spec.scores_field, where) or {})
+    path = _field(record, fields.path, where)
+    answer = str(_field(record, fields.answer, where))
+    return Row(
+        row_id=str(_field(record, fields.row_id, where)),
+        task=spec.task,
+        surface=spec.surface,
+        depth=depth,
+        prompt=str(_field(record, fields.prompt, where) or ""),
+        answer=answer,
+        path=[str(symbol) for symbol in path] if path is not None else [answer],
+        symbols=symbols,
+        table={str(k): str(v) for k, v in table.items()} if isinstance(table, dict) else None,
+        start=str(_field(record, fields.start, where)) if fields.start else None,
+        choices={str(k): str(v) for k, v in choices.items()} if isinstance(choices, dict) else None,
+        meta={"source": spec.file},
+    )
+
+
+def load_release(mapping_path: str | Path, root_override: str | Path | None = None) -> LoadedRelease:
+    """Read every file a mapping names; recompute correctness; keep file hashes."""
+    mapping = load_mapping(mapping_path)
+    root = resolve_root(mapping, mapping_path, root_override)
+    loaded = LoadedRelease(mapping=mapping, root=root, manifests={}, evidence={}, counts={})
+
+    for spec in mapping.manifests:
+        path = root / spec.file
+        records = [record for record in read_records(path) if _matches(record, spec.where)]
+        loaded.file_hashes[spec.file] = sha256_file(path)
+        rows, seen = [], set()
+        for number, record in enumerate(records, start=1):
+            try:
+                row = _row_from_record(spec, record, f"{path}:{number}")
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                field_name = ".".join(str(part) for part in first["loc"])
+                raise ReleaseError(f"{path}:{number}: row field {field_name}: {first['msg']}") from None
+            if row.row_id in seen:
+                raise ReleaseError(f"{path}:{number}: duplicate row id {row.row_id!r}")
+            seen.add(row.row_id)
+            rows.append(row)
+        loaded.manifests[spec.id] = Manifest(name=spec.id, rows=tuple(rows))
+
+    for spec in mapping.predictions:
+        path = root / spec.file
+        rows = loaded.manifests[spec.manifest].by_id()
+        loaded.file_hashes[spec.file] = sha256_file(path)
+        records = []
+        unknown = []
+        for number, record in enumerate(read_records(path), start=1):
+            where = f"{path}:{number}"
+            row_id = str(_field(record, spec.row_id, where))
+            row = rows.get(row_id)
+            if row is None:
+                unknown.append(row_id)
+                continue
+            records.append(_evidence(spec, record, row, where))
+        if unknown:
+            raise ReleaseError(
+                f"{path}: {len(unknown)} predictions name rows not in manifest {spec.manifest!r} "
+                f"(first: {unknown[0]!r})"
+            )
+        keys = [(record.row_id, record.loop) for record in records]
+        if len(set(keys)) != len(keys):
+            raise ReleaseError(f"{path}: more than one prediction for the same (row, loop)")
+        loaded.evidence[(spec.arm, spec.manifest, spec.file)] = records
+
+    for spec in mapping.counts:
+        path = root / spec.file
+        (document,) = read_records(path)
+        loaded.file_hashes[spec.file] = sha256_file(path)
+        node: Any = document
+        for step in spec.select:
+            try:
+                node = node[step]
+            except (KeyError, IndexError, TypeError):
+                raise ReleaseError(f"{path}: path {spec.select} fails at {step!r}") from None
+        loaded.counts[spec.id] = {
+            int(depth): (int(cell[spec.correct]), int(cell[spec.total])) for depth, cell in node.items()
+        }
+    return loaded
+
+
+def _evidence(spec: ReleasePredictions, record: dict, row: Row, where: str) -> EvidenceRecord:
+    if isinstance(spec.loop, int):
+        loop = spec.loop
+    else:
+        value = _field(record, spec.loop, where)
+        loop = int(value) if value is not None else None
+    if spec.target is not None:
+        target = _field(record, spec.target, where)
+        target = str(target) if target is not None else None
+    elif loop is not None and row.depth and loop < row.depth and len(row.path) > loop:
+        target = row.path[loop]
+    elif loop is not None and row.depth and loop > row.depth:
+        target = None  # above the diagonal: no single right state
+    else:
+        target = row.answer
+    rule = None
+    if spec.text is not None:
+        detail = read_generated_text_detail(str(_field(record, spec.text, where) or ""), row_symbols(row))
+        prediction, rule = detail.symbol, detail.rule
+    else:
+        prediction = _field(record, spec.prediction, where)
+        prediction = str(prediction) if prediction is not None else None
+    margin = None
+    if spec.scores is not None:
+        scores = _field(record, spec.scores, where) or {}
+        ranked = sorted((float(value) for key, value in scores.items() if key in set(row.symbols)), reverse=True)
+        if len(ranked) >= 2:
+            margin = ranked[0] - ranked[1]
+    correct = None if target is None else prediction == target
+    return EvidenceRecord(row.row_id, spec.arm, loop, prediction, target, correct, margin=margin, rule=rule)

@@ -1,0 +1,365 @@
+"""A claim's result is a pure function of (claim, evidence).
+
+The evidence a claim sees is reduced to what it needs: for an arm on a manifest, the
+per-row (depth, correct) outcome at the claim's reading (the final loop by default:
+loop = depth for a recurrent arm, the single read of a dense arm), per-depth counts, or
+a gate's recorded result. ``evaluate_claims`` adds the file's multiplicity correction
+within each family. Nothing here touches the store or a model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol as TypingProtocol
+
+from ledger.judge import stats
+from ledger.spec.claims import (
+    AccuracyClaim,
+    Claim,
+    ClaimFile,
+    FrontierClaim,
+    GateClaim,
+    NonInferiorityClaim,
+    PairedExactClaim,
+)
+
+Outcome = str  # "supported" | "refuted" | "unverifiable"
+
+
+class EvidenceSource(TypingProtocol):
+    def outcomes(self, arm: str, manifest: str, loop: int | None) -> dict[str, tuple[int, bool]] | None:
+        """row_id -> (depth, correct) at ``loop`` (None: the final reading); None if absent."""
+
+    def depth_counts(self, arm: str, manifest: str) -> dict[int, tuple[int, int]] | None:
+        """Per-depth (correct, total) from a summary without rows; None if absent."""
+
+    def gate_passed(self, gate: str, arm: str) -> bool | None:
+        """The recorded result of ``gate`` for ``arm``'s checkpoint; None if never measured."""
+
+
+@dataclass
+class ClaimResult:
+    claim_id: str
+    statistic: str
+    outcome: Outcome
+    reason: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    p_value: float | None = None
+    family: str | None = None
+    alpha: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "claim_id": self.claim_id,
+            "statistic": self.statistic,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "figures": _json_safe(self.figures),
+            "p_value": _json_safe(self.p_value),
+            "family": self.family,
+        }
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    return value
+
+
+class Unverifiable(Exception):
+    """The evidence a claim needs is not in the ledger."""
+
+
+# ----------------------------------------------------------------------------- one claim
+
+
+def evaluate_claim(claim: Claim, evidence: EvidenceSource) -> ClaimResult:
+    """Recompute one claim from evidence (no multiplicity correction)."""
+    try:
+        if isinstance(claim, PairedExactClaim):
+            result = _paired_exact(claim, evidence)
+        elif isinstance(claim, AccuracyClaim):
+            result = _accuracy(claim, evidence)
+        elif isinstance(claim, NonInferiorityClaim):
+            result = _noninferiority(claim, evidence)
+        elif isinstance(claim, FrontierClaim):
+            result = _frontier(claim, evidence)
+        elif isinstance(claim, GateClaim):
+            result = _gate(claim, evidence)
+        else:  # pragma: no cover - the schema admits no other kind
+            raise TypeError(type(claim))
+    except Unverifiable as exc:
+        return ClaimResult(claim.id, claim.statistic, "unverifiable", str(exc), family=claim.family)
+    result.family = claim.family
+    return _check_reported(claim, result)
+
+
+def _rows(claim: Claim, evidence: EvidenceSource, arm: str, loop: int | None = None) -> dict[str, tuple[int, bool]]:
+    found = evidence.outcomes(arm, claim.manifest, loop)
+    if not found:
+        reading = "final loop" if loop is None else f"loop {loop}"
+        raise Unverifiable(f"no evidence for arm {arm!r} on manifest {claim.manifest!r} at the {reading}")
+    if claim.rows.depths is not None:
+        low, high = claim.rows.depths
+        found = {row: value for row, value in found.items() if low <= value[0] <= high}
+        if not found:
+            raise Unverifiable(f"no rows of arm {arm!r} at depths {low}-{high}")
+    return found
+
+
+def _paired(claim, evidence, loop=None):
+    first, second = claim.arms
+    a = _rows(claim, evidence, first, loop)
+    b = _rows(claim, evidence, second, loop)
+    if set(a) != set(b):
+        missing = sorted(set(a) ^ set(b))
+        raise Unverifiable(
+            f"arms {first} and {second} were not measured on the same rows ({len(missing)} unpaired, "
+            f"e.g. {missing[0]!r})"
+        )
+    ids = sorted(a)
+    return ids, [a[row][1] for row in ids], [b[row][1] for row in ids]
+
+
+def _paired_exact(claim: PairedExactClaim, evidence: EvidenceSource) -> ClaimResult:
+    ids, a, b = _paired(claim, evidence)
+    counts = stats.paired_counts(a, b)
+    test = stats.mcnemar_exact(counts.helped, counts.hurt, alternative=claim.direction)
+    figures = {
+        "n": counts.n,
+        f"correct_{claim.arms[0]}": sum(a),
+        f"correct_{claim.arms[1]}": sum(b),
+        "helped": counts.helped,
+        "hurt": counts.hurt,
+        "ties": counts.ties,
+        "net": counts.net,
+        "p_value": test.p_value,
+        "log10_p": test.log10_p,
+        "alternative": claim.direction,
+    }
+    supported = test.p_value < claim.alpha and (
+        claim.direction == "two-sided" or (counts.net > 0) == (claim.direction == "greater")
+    )
+    reason = (
+        f"{claim.arms[0]} vs {claim.arms[1]}: helped {counts.helped} / hurt {counts.hurt} / ties {counts.ties}, "
+        f"exact {claim.direction} p = {_format_p(test.p_value, test.log10_p)} "
+        f"{'<' if test.p_value < claim.alpha else '>='} alpha {claim.alpha}"
+    )
+    return ClaimResult(
+        claim.id, claim.statistic, "supported" if supported else "refuted", reason, figures, test.p_value,
+        alpha=claim.alpha,
+    )
+
+
+def _accuracy(claim: AccuracyClaim, evidence: EvidenceSource) -> ClaimResult:
+    rows = _rows(claim, evidence, claim.arm)
+    correct = sum(1 for _, hit in rows.values() if hit)
+    n = len(rows)
+    interval = stats.wilson_interval(correct, n)
+    accuracy = correct / n
+    holds = accuracy >= claim.threshold if claim.direction == "at_least" else accuracy <= claim.threshold
+    sign = ">=" if claim.direction == "at_least" else "<="
+    figures = {"correct": correct, "n": n, "accuracy": accuracy, "wilson_low": interval.lower, "wilson_high": interval.upper}
+    reason = f"{claim.arm}: {correct}/{n} = {accuracy:.4f} (Wilson 95% {interval.lower:.3f}-{interval.upper:.3f}); needs {sign} {claim.threshold}"
+    return ClaimResult(claim.id, claim.statistic, "supported" if holds else "refuted", reason, figures)
+
+
+def _noninferiority(claim: NonInferiorityClaim, evidence: EvidenceSource) -> ClaimResult:
+    ids, a, b = _paired(claim, evidence, claim.loop)
+    counts = stats.paired_counts(a, b)
+    result = stats.tango_noninferiority(counts.helped, counts.hurt, counts.n, claim.margin, alpha=claim.alpha)
+    figures = {
+        "n": counts.n,
+        "helped": counts.helped,
+        "hurt": counts.hurt,
+        "difference": result.difference,
+        "ci_low": result.ci_lower,
+        "ci_high": result.ci_upper,
+        "ci_confidence": result.ci_confidence,
+        "p_value": result.p_value,
+        "margin": claim.margin,
+    }
+    reason = (
+        f"{claim.arms[0]} - {claim.arms[1]} = {result.difference:+.4f} "
+        f"({result.ci_confidence:.0%} Tango CI {result.ci_lower:+.4f} to {result.ci_upper:+.4f}); "
+        f"margin -{claim.margin}, p = {_format_p(result.p_value)}"
+    )
+    return ClaimResult(
+        claim.id, claim.statistic, "supported" if result.noninferior else "refuted", reason, figures,
+        result.p_value, alpha=claim.alpha,
+    )
+
+
+def _per_depth_accuracy(claim: FrontierClaim, evidence: EvidenceSource) -> dict[int, tuple[int, int]]:
+    counts = evidence.depth_counts(claim.arm, claim.manifest)
+    if counts is None:
+        rows = _rows(claim, evidence, claim.arm)
+        counts = {}
+        for depth, hit in rows.values():
+            correct, total = counts.get(depth, (0, 0))
+            counts[depth] = (correct + int(hit), total + 1)
+    elif claim.rows.depths is not None:
+        low, high = claim.rows.depths
+        counts = {depth: value for depth, value in counts.items() if low <= depth <= high}
+    return dict(sorted(counts.items()))
+
+
+def _frontier(claim: FrontierClaim, evidence: EvidenceSource) -> ClaimResult:
+    counts = _per_depth_accuracy(claim, evidence)
+    accuracy = {depth: correct / total for depth, (correct, total) in counts.items()}
+    result = stats.frontier(accuracy, claim.bar)
+    sensitivity = {f"frontier_at_{bar}": stats.frontier(accuracy, bar).frontier for bar in stats.SENSITIVITY_BARS}
+    figures = {
+        "frontier": result.frontier,
+        "ratio": None if result.frontier is None else result.frontier / claim.support_max_depth,
+        "support_max_depth": claim.support_max_depth,
+        "bar": claim.bar,
+        **sensitivity,
+        "accuracy_by_depth": {str(depth): round(value, 6) for depth, value in accuracy.items()},
+    }
+    if result.frontier is None:
+        return _censored_frontier(claim, result, figures)
+    ratio = figures["ratio"]
+    holds = ratio >= claim.threshold if claim.direction == "at_least" else ratio <= claim.threshold
+    sign = ">=" if claim.direction == "at_least" else "<="
+    reason = (
+        f"{claim.arm}: frontier {result.frontier:.2f} at bar {claim.bar} (between depth {result.depth_above} and "
+        f"{result.depth_below}); / support {claim.support_max_depth} = {ratio:.3f}, needs {sign} {claim.threshold}"
+    )
+    return ClaimResult(claim.id, claim.statistic, "supported" if holds else "refuted", reason, figures)
+
+
+def _censored_frontier(claim: FrontierClaim, result, figures: dict) -> ClaimResult:
+    """The curve never crosses the bar inside the evaluated depths: the frontier is only bounded.
+
+    Never below the bar: the frontier is at least the deepest evaluated depth; below it
+    already at the shallowest: at most that depth. A bound decides the claim when it
+    clears the threshold on the claim's side (e.g. "ratio >= 1.3" holds when the curve
+    stays above the bar through depth 14 with support 8: ratio >= 14 / 8); otherwise the
+    claim needs deeper (or shallower) rows and stays unverifiable.
+    """
+    support, threshold = claim.support_max_depth, claim.threshold
+    if result.status == "never_crosses":
+        bound = result.depth_above
+        figures.update(frontier_at_least=bound, ratio_at_least=bound / support)
+        decided = {"at_least": "supported" if bound / support >= threshold else None,
+                   "at_most": "refuted" if bound / support > threshold else None}[claim.direction]
+        relation = f"frontier >= {bound} (the deepest evaluated depth), ratio >= {bound / support:.3f}"
+    else:  # below_at_first_depth
+        bound = result.depth_below
+        figures.update(frontier_at_most=bound, ratio_at_most=bound / support)
+        decided = {"at_least": "refuted" if bound / support < threshold else None,
+                   "at_most": "supported" if bound / support <= threshold else None}[claim.direction]
+        relation = f"frontier <= {bound} (the shallowest evaluated depth), ratio <= {bound / support:.3f}"
+    sign = ">=" if claim.direction == "at_least" else "<="
+    if decided is None:
+        return ClaimResult(claim.id, claim.statistic, "unverifiable",
+                           f"{claim.arm}: {result.reason}; {relation} cannot decide {sign} {threshold}", figures)
+    return ClaimResult(claim.id, claim.statistic, decided,
+                       f"{claim.arm}: {result.reason}; {relation}, needs {sign} {threshold}", figures)
+
+
+def _gate(claim: GateClaim, evidence: EvidenceSource) -> ClaimResult:
+    passed = evidence.gate_passed(claim.gate, claim.arm)
+    if passed is None:
+        raise Unverifiable(f"gate {claim.gate!r} was never recorded for arm {claim.arm!r}")
+    holds = passed == (claim.expect == "pass")
+    reason = f"gate {claim.gate} {'passed' if passed else 'failed'} for {claim.arm} (expected {claim.expect})"
+    return ClaimResult(claim.id, claim.statistic, "supported" if holds else "refuted", reason, {"passed": passed})
+
+
+# ----------------------------------------------------------------------------- reported figures
+
+
+def significant_digits(value: float) -> int:
+    """Digits a reported number was written with (0 = an exact count): 5.72e-257 -> 3, 17.93 -> 4, 1048 -> 0."""
+    text = repr(float(value))  # the shortest text that reads back as the same float
+    mantissa, _, exponent = text.partition("e")
+    if not exponent and float(value).is_integer():
+        return 0
+    return max(len(mantissa.lstrip("-").replace(".", "").lstrip("0")), 1)
+
+
+def agrees(computed: Any, reported: float) -> bool:
+    if computed is None:
+        return False
+    computed = float(computed)
+    digits = significant_digits(reported)
+    if digits == 0:
+        return computed == float(reported)
+    return float(f"{computed:.{digits - 1}e}") == float(f"{float(reported):.{digits - 1}e}")
+
+
+def _check_reported(claim: Claim, result: ClaimResult) -> ClaimResult:
+    if not claim.reported or result.outcome == "unverifiable":
+        return result
+    mismatches = []
+    for key, reported in claim.reported.items():
+        computed = result.figures.get(key)
+        if not agrees(computed, reported):
+            mismatches.append(f"{key} re-derived {computed!r}, reported {reported!r}")
+    result.figures["reported_agrees"] = not mismatches
+    if mismatches:
+        result.outcome = "refuted"
+        result.reason += "; reported figures disagree: " + "; ".join(mismatches)
+    else:
+        result.reason += f"; matches the reported {', '.join(sorted(claim.reported))}"
+    return result
+
+
+def _format_p(p: float, log10_p: float | None = None) -> str:
+    if p == 0.0 and log10_p is not None:
+        return f"10^{log10_p:.2f}"
+    return f"{p:.3g}"
+
+
+# ----------------------------------------------------------------------------- a whole file
+
+
+def evaluate_claims(claim_file: ClaimFile, evidence: EvidenceSource) -> list[ClaimResult]:
+    """Every claim of a file, with the file's multiplicity correction inside each family."""
+    results = [evaluate_claim(claim, evidence) for claim in claim_file.claims]
+    if claim_file.correction == "none":
+        return results
+    families: dict[str, list[ClaimResult]] = {}
+    for result in results:
+        if result.family and result.p_value is not None and result.outcome != "unverifiable":
+            families.setdefault(result.family, []).append(result)
+    for family, members in families.items():
+        if len(members) < 2:
+            continue
+        # Each claim keeps its own alpha; the family is corrected at the smallest one (conservative).
+        alpha = min(member.alpha for member in members)
+        adjusted = stats.adjust_pvalues([member.p_value for member in members], method=claim_file.correction, alpha=alpha)
+        for member, p_adjusted, reject in zip(members, adjusted.adjusted, adjusted.reject):
+            member.figures["p_adjusted"] = p_adjusted
+            member.figures["correction"] = f"{claim_file.correction} over {len(members)} in family {family!r}"
+            if member.outcome == "supported" and not reject:
+                member.outcome = "refuted"
+                member.reason += f"; not significant after {claim_file.correction} (adjusted p = {p_adjusted:.3g})"
+            else:
+                member.reason += f"; {claim_file.correction}-adjusted p = {_format_p(p_adjusted)}"
+    return results
+
+
+@dataclass
+class MemoryEvidence:
+    """Evidence held in memory: for tests and for evaluating before anything is stored."""
+
+    outcome_map: Mapping[tuple[str, str, Any], dict[str, tuple[int, bool]]] = field(default_factory=dict)
+    count_map: Mapping[tuple[str, str], dict[int, tuple[int, int]]] = field(default_factory=dict)
+    gates: Mapping[tuple[str, str], bool] = field(default_factory=dict)
+
+    def outcomes(self, arm, manifest, loop):
+        return self.outcome_map.get((arm, manifest, loop))
+
+    def depth_counts(self, arm, manifest):
+        return self.count_map.get((arm, manifest))
+
+    def gate_passed(self, gate, arm):
+        return self.gates.get((gate, arm))

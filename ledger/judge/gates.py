@@ -1,0 +1,89 @@
+"""Gate verdicts: pure functions from an arm's readings (and a reference) to pass / fail.
+
+Each verdict carries what a ledger row needs: ``passed``, ``metric``, ``value``,
+``threshold``, ``comparison`` and a ``detail`` dict with a one-line ``summary``. The
+runner records them with the checkpoint they decide; the readings themselves are
+written as evidence, so every verdict can be recomputed from the ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from ledger.judge import stats
+
+
+def installation(rows: Sequence[Any], readings: Sequence[Any], depths: tuple[int, int], threshold: float) -> dict:
+    """Active-label accuracy: the decoded state at loop t equals the t-th intermediate symbol, t <= depth."""
+    low, high = depths
+    depth_of = {row.row_id: row.depth for row in rows}
+    cells = [r for r in readings if low <= depth_of[r.row_id] <= high and 1 <= r.loop <= depth_of[r.row_id]]
+    correct = sum(1 for r in cells if r.correct)
+    value = correct / len(cells) if cells else 0.0
+    passed = bool(cells) and value >= threshold
+    return {
+        "passed": passed, "metric": "active_label_accuracy", "value": value, "threshold": threshold,
+        "comparison": ">=",
+        "detail": {"summary": f"active-label accuracy {correct}/{len(cells)} = {value:.3f} at depth {low}-{high} "
+                              f"(needs >= {threshold})", "cells": len(cells), "correct": correct},
+    }
+
+
+def guardrail(base_correct: Mapping[str, bool], readings: Sequence[Any], max_drop: float) -> dict:
+    """General ability at loop 1 against the base on the same rows: the drop may not exceed ``max_drop``."""
+    arm = {r.row_id: bool(r.correct) for r in readings}
+    shared = sorted(set(arm) & set(base_correct))
+    if not shared:
+        return {"passed": False, "metric": "accuracy_drop", "value": None, "threshold": max_drop, "comparison": "<=",
+                "detail": {"summary": "no rows in common with the base reference"}}
+    base_accuracy = sum(base_correct[r] for r in shared) / len(shared)
+    arm_accuracy = sum(arm[r] for r in shared) / len(shared)
+    drop = base_accuracy - arm_accuracy
+    counts = stats.paired_counts([arm[r] for r in shared], [base_correct[r] for r in shared])
+    passed = drop <= max_drop + 1e-12
+    return {
+        "passed": passed, "metric": "accuracy_drop", "value": drop, "threshold": max_drop, "comparison": "<=",
+        "detail": {"summary": f"loop-1 accuracy {arm_accuracy:.3f} vs base {base_accuracy:.3f}: drop "
+                              f"{100 * drop:+.1f} points (max {100 * max_drop:.1f}); helped {counts.helped} / hurt {counts.hurt}",
+                   "arm_accuracy": arm_accuracy, "base_accuracy": base_accuracy, "n": len(shared)},
+    }
+
+
+def retention_floor(rows: Sequence[Any], readings: Sequence[Any], floor: float, depths: tuple[int, int] | None) -> dict:
+    """Final-reading accuracy (loop = depth, or read once) must stay at or above ``floor``."""
+    depth_of = {row.row_id: row.depth for row in rows}
+    final = [r for r in readings if r.loop in (depth_of[r.row_id], 0) or depth_of[r.row_id] == 0]
+    if depths is not None:
+        final = [r for r in final if depths[0] <= depth_of[r.row_id] <= depths[1]]
+    correct = sum(1 for r in final if r.correct)
+    value = correct / len(final) if final else 0.0
+    return {
+        "passed": bool(final) and value >= floor, "metric": "accuracy", "value": value, "threshold": floor,
+        "comparison": ">=", "detail": {"summary": f"accuracy {correct}/{len(final)} = {value:.3f} (floor {floor})"},
+    }
+
+
+def depth_gate(a: Mapping[str, tuple[int, bool]], b: Mapping[str, tuple[int, bool]], test: str, alpha: float,
+               consecutive: int) -> dict:
+    """Per-depth A > B on k consecutive depths: the paper's count-based Fisher gate or the paired exact one."""
+    shared = sorted(set(a) & set(b))
+    depths = sorted({a[r][0] for r in shared})
+    if test == "fisher_counts":
+        counts = {}
+        for depth in depths:
+            ids = [r for r in shared if a[r][0] == depth]
+            counts[depth] = (sum(a[r][1] for r in ids), len(ids), sum(b[r][1] for r in ids), len(ids))
+        result = stats.fisher_depth_gate(counts, alpha, consecutive)
+    else:
+        pairs = {}
+        for depth in depths:
+            ids = [r for r in shared if a[r][0] == depth]
+            pairs[depth] = ([a[r][1] for r in ids], [b[r][1] for r in ids])
+        result = stats.paired_depth_gate(pairs, alpha, consecutive)
+    run = result.passing_run
+    return {
+        "passed": result.passed, "metric": f"{test}_depth_gate", "value": float(len(run or ())), "threshold": float(consecutive),
+        "comparison": ">=",
+        "detail": {"summary": f"{test}: passing depths {list(run) if run else 'none'} (needs {consecutive} consecutive, "
+                              f"alpha {alpha})", "per_depth": result.to_dict()["per_depth"]},
+    }

@@ -1,0 +1,1 @@
+"""Stage 3, the one shared reader: prompt template, answer vocabulary, decoding; its calibration."""

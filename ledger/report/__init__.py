@@ -1,0 +1,1 @@
+"""Stage 7, the report: HTML and figures written from the ledger alone."""

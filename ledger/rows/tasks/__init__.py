@@ -1,0 +1,60 @@
+"""Task generators: deterministic, hash-seeded rows for every manifest.
+
+``generate(name, **params)`` dispatches to a registered generator; protocols name a
+generator and its parameters, and the manifest hash pins the result.
+
+- ``rule_chasing``: :func:`ledger.rows.tasks.rule_chasing.generate_rule_chasing`
+  (surface, symbols, depth_range, rows_per_depth, seed, split, version, distractors)
+- ``arithmetic``: :func:`ledger.rows.tasks.arithmetic.generate_arithmetic`
+  (seed, split, per_op, version)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ledger.rows.manifest import Manifest, Row
+from ledger.rows.tasks.alphabets import ALPHABETS, resolve_alphabet
+from ledger.rows.tasks.arithmetic import generate_arithmetic
+from ledger.rows.tasks.rule_chasing import generate_rule_chasing, make_table
+from ledger.rows.tasks.seeds import derive_seed, row_rng
+from ledger.rows.tasks.surfaces import SURFACES, render
+
+__all__ = [
+    "ALPHABETS",
+    "GENERATORS",
+    "SURFACES",
+    "derive_seed",
+    "generate",
+    "generate_arithmetic",
+    "generate_manifest",
+    "generate_rule_chasing",
+    "make_table",
+    "render",
+    "resolve_alphabet",
+    "row_rng",
+]
+
+GENERATORS: dict[str, Callable[..., list[Row]]] = {
+    "rule_chasing": generate_rule_chasing,
+    "arithmetic": generate_arithmetic,
+}
+
+
+def generate(generator: str, **params: Any) -> list[Row]:
+    """Run the registered generator ``generator`` with keyword ``params``."""
+    try:
+        function = GENERATORS[generator]
+    except KeyError:
+        raise ValueError(f"unknown generator {generator!r}; known generators: {', '.join(sorted(GENERATORS))}") from None
+    if "depth_range" in params and isinstance(params["depth_range"], list):  # YAML gives lists
+        params["depth_range"] = tuple(params["depth_range"])
+    try:
+        return function(**params)
+    except TypeError as exc:
+        raise TypeError(f"generator {generator!r}: {exc}") from exc
+
+
+def generate_manifest(name: str, generator: str, **params: Any) -> Manifest:
+    """``Manifest(name, generate(generator, **params))``."""
+    return Manifest(name=name, rows=tuple(generate(generator, **params)))

@@ -1,0 +1,1 @@
+"""Stage 8, orchestration: `ledger run` drives every stage for a protocol's arms."""

@@ -1,0 +1,611 @@
+"""``ledger run``: execute a registered protocol end to end and leave a verifiable ledger.
+
+Order of work, each step committed to the store before the next begins:
+
+1. every base is checked to be on this machine (nothing is written if one is missing);
+2. the protocol is registered (or its registration is checked: a changed file is refused);
+3. per base: its weights are hashed and recorded as the root checkpoint, and the base is
+   read on the guardrail manifests (the reference for the Tier-1 gate);
+4. per arm, per stage: train -> checkpoint (safetensors, SHA-256) -> the stage's gates
+   (computed from the checkpoint's readings) -> the checkpoint is recorded with its
+   status (``failed`` on a failed ``stop`` gate: a hard stop that ends the arm) -> the
+   gates' readings are written as evidence;
+5. per arm: every evaluation manifest through the shared reader (all loops in one pass);
+6. gates between arms; 7. the preregistered claims (first outcomes); 8. the report.
+
+Resuming (``--resume``) skips whatever the store already holds: a stage whose checkpoint
+is recorded is loaded, not retrained; a manifest whose evidence is recorded is not
+re-read. A stage interrupted mid-way is re-run from its start, and because every draw
+is seeded by hashing, it reproduces the same bytes. Fault injection for tests of the
+hard-stop path: ``LEDGER_FAULT_INJECTION=tier1_regression:ARM`` makes ARM's loop-1
+Tier-1 readings wrong (a model that lost general ability).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.canonical import canonical_json, sha256_file, sha256_hex
+from ledger.rows.manifest import Manifest
+from ledger.spec.protocol import (
+    DepthGate,
+    GuardrailGate,
+    InstallationGate,
+    Protocol,
+    RetentionFloorGate,
+    RuleChasingManifest,
+    base_location,
+)
+from ledger.spec.loader import load_protocol
+
+log = logging.getLogger("ledger.run")
+
+
+class BaseUnavailable(Exception):
+    """A base's weights are not on this machine (exit 2, nothing written)."""
+
+
+class RunRefused(Exception):
+    """The ledger refuses the run (exit 3): already run, failed lineage, changed protocol."""
+
+
+@dataclass
+class ArmOutcome:
+    arm: str
+    status: str  # complete | hard_stop | skipped
+    checkpoints: list[str] = field(default_factory=list)
+    gates: list[dict] = field(default_factory=list)
+    accuracy: dict[str, tuple[int, int]] = field(default_factory=dict)  # manifest -> (correct, n) at final loop
+    tail: dict[str, tuple[int, int]] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass
+class RunResult:
+    protocol: Protocol
+    protocol_sha256: str
+    out_dir: Path
+    arms: list[ArmOutcome]
+    claims: list[Any] = field(default_factory=list)
+    claims_waiting_for: list[str] = field(default_factory=list)  # arms not finished in this ledger yet
+    report: Path | None = None
+
+    @property
+    def hard_stopped(self) -> bool:
+        return any(arm.status == "hard_stop" for arm in self.arms)
+
+
+# ----------------------------------------------------------------------------- bases
+
+
+def check_bases_available(protocol: Protocol, protocol_dir: Path, arm_ids: list[str]) -> None:
+    """Refuse before writing anything if a base the selected arms need is not on this machine."""
+    from arms.bases.loading import _how_to, _looks_like_path
+
+    needed = {protocol.arm(arm_id).base for arm_id in arm_ids}
+    for name in sorted(needed):
+        spec = protocol.bases[name]
+        source = base_location(spec, protocol_dir)
+        if source.startswith("builtin:"):
+            continue
+        if _looks_like_path(source) or Path(source).exists():
+            if not Path(source).exists():
+                raise BaseUnavailable(f"base {name!r}: local path {source} does not exist. {_how_to(spec.source)}")
+            continue
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(source, "config.json")
+        except Exception:  # an invalid repo id, an unreadable cache
+            cached = None
+        if not isinstance(cached, str):
+            raise BaseUnavailable(f"base {name!r}: {_how_to(spec.source)}")
+
+
+def load_protocol_base(spec, protocol_dir: Path):
+    """(model, tokenizer, weights files) for a base; checks the declared SHA-256."""
+    from arms.bases.loading import load_base
+    from arms.bases.builtin import tiny_random_base
+
+    source = base_location(spec, protocol_dir)
+    if source.startswith("builtin:"):
+        import torch
+
+        model, tokenizer = tiny_random_base(source, dtype=getattr(torch, spec.dtype))
+        return model, tokenizer, []
+    model, tokenizer = load_base(source, dtype=spec.dtype, gguf_file=spec.gguf_file)
+    path = Path(source)
+    files = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.gguf")) if path.is_dir() else [path]
+    if spec.sha256 is not None:
+        actual = sha256_file(files[0]) if len(files) == 1 else None
+        if actual != spec.sha256:
+            raise RunRefused(f"base {source}: weights hash to {actual}, the protocol declares {spec.sha256}")
+    return model, tokenizer, files
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+class Runner:
+    def __init__(self, protocol_path: str | Path, *, db: str | None, out: str | Path | None, resume: bool,
+                 arms: list[str] | None, progress: bool = True):
+        self.protocol_path = Path(protocol_path)
+        self.protocol = load_protocol(self.protocol_path)
+        self.protocol_dir = self.protocol_path.resolve().parent
+        known = [arm.id for arm in self.protocol.arms]
+        unknown = [arm for arm in (arms or []) if arm not in known]
+        if unknown:
+            raise ValueError(f"unknown arm(s) {', '.join(unknown)} (protocol arms: {', '.join(known)})")
+        self.arm_ids = arms or known
+        self.out_dir = Path(out) if out else Path("runs") / self.protocol.name
+        self.db = db
+        self.resume = resume
+        self.progress = progress
+        self.fault = _parse_fault(os.environ.get("LEDGER_FAULT_INJECTION"))
+        # a tuning run's checkpoints are exploratory: nothing confirmatory may descend from them
+        self._status_ok = "exploratory" if self.protocol.purpose == "exploratory" else "promoted"
+
+    # -- entry point
+
+    def run(self) -> RunResult:
+        check_bases_available(self.protocol, self.protocol_dir, self.arm_ids)
+        from ledger.rows.builder import build_manifests
+        from ledger.audit.preregistration import register, registration_of
+        from ledger.store import default_db_url, open_store
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._start_log()
+        url = self.db or default_db_url()
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        self.store = open_store(url)
+        try:
+            register(self.store, self.protocol_path)
+            self.sha = registration_of(self.store, self.protocol)
+            log.info("protocol %s registered as %s", self.protocol.name, self.sha)
+            self.manifests: dict[str, Manifest] = build_manifests(self.protocol)
+            self.manifest_sha = {name: m.sha256 for name, m in self.manifests.items()}
+            import torch
+
+            torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
+            self.bases: dict[str, tuple] = {}
+            self.reader = self._reader_for_all()
+            outcomes = [self._run_arm(self.protocol.arm(arm_id)) for arm_id in self.arm_ids]
+            self._depth_gates(outcomes)
+            result = RunResult(self.protocol, self.sha, self.out_dir, outcomes)
+            # Claims are judged once every arm has finished, here or in another process on this
+            # ledger (`--arms`): an arm still training has gate readings of earlier stages that a
+            # claim must not be judged on, and the first judgement is the one the ledger keeps.
+            result.claims_waiting_for = self._unfinished_arms()
+            if result.claims_waiting_for:
+                log.info("claims not judged yet: arm(s) %s not finished in this ledger",
+                         ", ".join(result.claims_waiting_for))
+            else:
+                result.claims = self._claims()
+            result.report = self._report()
+            return result
+        finally:
+            self.store.close()
+
+    def _start_log(self) -> None:
+        handler = logging.FileHandler(self.out_dir / "run.log", encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        log.handlers = [handler]
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+    # -- bases and the reader
+
+    def _base(self, name: str):
+        if name not in self.bases:
+            spec = self.protocol.bases[name]
+            model, tokenizer, files = load_protocol_base(spec, self.protocol_dir)
+            self.bases[name] = (model, tokenizer, self._record_base(name, model, files))
+        return self.bases[name]
+
+    def _reader_for_all(self):
+        """One reader for the whole protocol: every symbol any manifest can ask for."""
+        from ledger.reader.shared import Reader, row_symbols
+
+        symbols: list[str] = []
+        for manifest in self.manifests.values():
+            for row in manifest.rows:
+                for symbol in row_symbols(row):
+                    if symbol not in symbols:
+                        symbols.append(symbol)
+        names = {self.protocol.arm(arm_id).base for arm_id in self.arm_ids}
+        readers = []
+        for name in sorted(names):
+            _, tokenizer, _ = self._base(name)
+            spec = self.protocol.bases[name]
+            readers.append(Reader(symbols, tokenizer=tokenizer, chat_template=spec.chat_template))
+        self.readers = dict(zip(sorted(names), readers))
+        return readers[0]
+
+    def _record_base(self, name: str, model, files: list[Path]) -> str:
+        """The base's weights as the root checkpoint of every arm built on it."""
+        if files:
+            sha = sha256_file(files[0]) if len(files) == 1 else sha256_hex(
+                canonical_json({f.name: sha256_file(f) for f in files})
+            )
+            path = str(files[0]) if len(files) == 1 else None
+        else:  # a built-in base: write its seeded weights once, hash the bytes
+            from safetensors.torch import save_file
+
+            target = self.out_dir / "bases" / f"{name}.safetensors"
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name(target.name + ".tmp")
+                state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+                save_file(state, str(tmp), metadata={"ledger": canonical_json({"base": name})})
+                tmp.replace(target)
+            sha, path = sha256_file(target), str(target)
+        if self.store.get("checkpoints", sha256=sha) is None:
+            self.store.add_checkpoint(sha256=sha, path=path, arm=f"base:{name}", status="promoted", stage="base",
+                                      meta={"source": self.protocol.bases[name].source})
+        return sha
+
+    def _base_reference(self, base_name: str, manifest_id: str) -> str:
+        """The base read on a guardrail manifest at loop 1 (evidence arm ``base:NAME``)."""
+        from arms.runtime import base_choice_readings
+
+        model, tokenizer, base_sha = self._base(base_name)
+        arm = f"base:{base_name}"
+        run_id = self._ensure_run(arm, kind="reference")
+        if not self._has_evidence(run_id, manifest_id, base_sha):
+            readings = base_choice_readings(model, tokenizer, self.readers[base_name], list(self.manifests[manifest_id].rows))
+            self._write_evidence(run_id, arm, manifest_id, base_sha, readings)
+        return arm
+
+    # -- runs and evidence
+
+    def _run_id(self, arm: str) -> str:
+        return f"{self.sha[:12]}:{arm}"
+
+    def _ensure_run(self, arm: str, kind: str) -> str:
+        import torch
+
+        run_id = self._run_id(arm)
+        if self.store.get("runs", run_id=run_id) is None:
+            self.store.add_run(
+                run_id=run_id, kind=kind, protocol_sha256=self.sha, arm=arm,
+                config={"protocol": self.protocol.name, "out": str(self.out_dir)},
+                environment={"python": platform.python_version(), "torch": torch.__version__,
+                             "threads": torch.get_num_threads(), "platform": platform.platform()},
+                rng={"protocol_seed": self.protocol.seed, "derivation": "sha256 of (seed, arm, stage, step)"},
+            )
+        return run_id
+
+    def _has_evidence(self, run_id: str, manifest_id: str, checkpoint: str) -> bool:
+        found = self.store.query(
+            "SELECT 1 FROM evidence WHERE run_id = :run AND manifest_sha256 = :m AND checkpoint_sha256 = :c LIMIT 1",
+            {"run": run_id, "m": self.manifest_sha[manifest_id], "c": checkpoint},
+        ).records()
+        return bool(found)
+
+    def _write_evidence(self, run_id, arm, manifest_id, checkpoint, readings) -> None:
+        self.store.add_evidence(
+            [
+                {
+                    "run_id": run_id, "manifest_sha256": self.manifest_sha[manifest_id], "row_id": r.row_id,
+                    "arm": arm, "checkpoint_sha256": checkpoint, "loop": r.loop, "prediction": r.prediction,
+                    "correct": r.correct, "score_margin": r.margin, "latency_ms": r.latency_ms,
+                    "tokens_generated": r.tokens_generated,
+                    "detail": {"text": r.text} if r.text is not None else None,
+                }
+                for r in readings
+            ]
+        )
+
+    # -- one arm
+
+    def _run_arm(self, arm) -> ArmOutcome:
+        from arms.runtime import build_runtime
+        from ledger.store import LineageRefused
+
+        outcome = ArmOutcome(arm.id, "complete")
+        run_exists = self.store.get("runs", run_id=self._run_id(arm.id)) is not None
+        if run_exists and not self.resume:
+            raise RunRefused(
+                f"arm {arm.id} of {self.protocol.name} ({self.sha[:12]}) has already run in this ledger: "
+                "pass --resume to continue it, or use another --db"
+            )
+        base_model, tokenizer, base_sha = self._base(arm.base)
+        parent, start_from = base_sha, None
+        if arm.init_checkpoint is not None:
+            start_from = self.store.get_checkpoint(arm.init_checkpoint)
+            if start_from is None:
+                raise RunRefused(f"arm {arm.id}: checkpoint {arm.init_checkpoint} is not in this ledger")
+        elif arm.init_from is not None:
+            last = self._last_checkpoint(self._run_id(arm.init_from))
+            if last is None:
+                raise RunRefused(f"arm {arm.id} continues from arm {arm.init_from}, which has no checkpoint yet")
+            start_from = self.store.get_checkpoint(last)
+        if start_from is not None:
+            parent = start_from["sha256"]
+        try:  # the store's own lineage rule, before anything of this arm is written
+            self.store.check_continuation(parent, child_status=self._status_ok)
+        except LineageRefused as exc:
+            raise RunRefused(f"arm {arm.id}: {exc}") from None
+        run_id = self._ensure_run(arm.id, kind="arm")
+        runtime = build_runtime(arm, base_model, tokenizer, self.readers[arm.base])
+        if start_from is not None:
+            runtime.load(Path(start_from["path"]))
+        for stage in arm.stages:
+            recorded = self._stage_checkpoint(run_id, stage.id)
+            if recorded is not None:
+                if recorded["status"] == "failed":
+                    raise RunRefused(
+                        f"arm {arm.id} stage {stage.id}: checkpoint {recorded['sha256'][:12]} failed its gates "
+                        f"({_failed_gates(self.store, recorded['sha256'])}): its lineage cannot be continued"
+                    )
+                runtime.load(Path(recorded["path"]))
+                self._write_gate_evidence(runtime, arm, stage, recorded["sha256"], run_id)
+                parent = recorded["sha256"]
+                outcome.checkpoints.append(parent)
+                log.info("arm %s stage %s: resumed from checkpoint %s", arm.id, stage.id, parent)
+                continue
+            sha, gates = self._train_stage(runtime, arm, stage, run_id, parent)
+            outcome.checkpoints.append(sha)
+            outcome.gates.extend(gates)
+            parent = sha
+            if any(not g["passed"] and g["action"] == "stop" for g in gates):
+                outcome.status = "hard_stop"
+                outcome.note = "; ".join(f"{g['gate']} failed ({g['detail']['summary']})" for g in gates if not g["passed"])
+                log.warning("arm %s: hard stop after stage %s: %s", arm.id, stage.id, outcome.note)
+                return outcome
+        checkpoint = parent
+        for manifest_id in arm.evaluation.manifests:
+            if not self._has_evidence(run_id, manifest_id, checkpoint):
+                rows = list(self.manifests[manifest_id].rows)
+                with self._bar(f"{arm.id} eval {manifest_id}", len(rows)) as advance:
+                    readings = self._evaluate(runtime, arm, manifest_id, rows)
+                    advance(len(rows))
+                self._write_evidence(run_id, arm.id, manifest_id, checkpoint, readings)
+            outcome.accuracy[manifest_id], outcome.tail[manifest_id] = self._accuracy(run_id, manifest_id, checkpoint)
+        return outcome
+
+    def _evaluate(self, runtime, arm, manifest_id: str, rows):
+        spec = self.protocol.manifest(manifest_id)
+        if spec.generator == "arithmetic":
+            readings = runtime.choice_at_loop1(rows, arm.evaluation.batch_size)
+            return self._inject(arm.id, readings)
+        return runtime.evaluate(rows, arm.evaluation)
+
+    def _inject(self, arm_id: str, readings):
+        if self.fault == ("tier1_regression", arm_id):
+            for reading in readings:
+                reading.correct = False
+                reading.prediction = None
+        return readings
+
+    def _stage_checkpoint(self, run_id: str, stage_id: str) -> dict | None:
+        found = self.store.query(
+            "SELECT * FROM checkpoints WHERE run_id = :run AND stage = :stage ORDER BY id DESC",
+            {"run": run_id, "stage": stage_id},
+        ).records()
+        return found[0] if found else None
+
+    def _last_checkpoint(self, run_id: str) -> str | None:
+        found = self.store.query(
+            "SELECT sha256 FROM checkpoints WHERE run_id = :run ORDER BY id DESC", {"run": run_id}
+        ).records()
+        return found[0]["sha256"] if found else None
+
+    def _train_stage(self, runtime, arm, stage, run_id: str, parent: str):
+        from arms.runtime import TrainingDiverged
+
+        rows = list(self.manifests[stage.manifest].rows)
+        seed_parts = (self.protocol.seed, arm.id, stage.id)
+        log.info("arm %s stage %s: %s x %d steps", arm.id, stage.id, stage.objective, stage.steps)
+        diverged = None
+        with self._bar(f"{arm.id} {stage.id}", stage.steps, show_loss=True) as advance:
+            try:
+                runtime.train_stage(stage, rows, seed_parts, progress=lambda step, loss: advance(1, loss))
+            except TrainingDiverged as exc:
+                diverged = str(exc)
+        path = self.out_dir / "checkpoints" / arm.id / f"{stage.id}.safetensors"
+        runtime.save(path, {"protocol": self.sha, "arm": arm.id, "stage": stage.id, "parent": parent})
+        gates = self._stage_gates(runtime, arm, stage)
+        if diverged:
+            gates.append({"gate": f"{stage.id}:finite_loss", "passed": False, "action": "stop", "metric": "loss",
+                          "detail": {"summary": diverged}})
+        failed = any(not g["passed"] and g["action"] == "stop" for g in gates)
+        sha = self.store.add_checkpoint(
+            path=str(path), arm=arm.id, status="failed" if failed else self._status_ok, parent_sha256=parent,
+            run_id=run_id, stage=stage.id,
+            gate_results=[{k: v for k, v in g.items() if k != "readings"} for g in gates],
+            meta={"objective": stage.objective, "steps": stage.steps},
+        )
+        self._write_gate_evidence(runtime, arm, stage, sha, run_id, computed=gates)
+        log.info("arm %s stage %s: checkpoint %s (%s)", arm.id, stage.id, sha, "failed" if failed else self._status_ok)
+        return sha, gates
+
+    # -- gates
+
+    def _stage_gates(self, runtime, arm, stage) -> list[dict]:
+        results = []
+        for gate_id in stage.gates:
+            gate = next(g for g in self.protocol.gates if g.id == gate_id)
+            rows = list(self.manifests[gate.manifest].rows)
+            readings = self._evaluate(runtime, arm, gate.manifest, rows)
+            results.append(dict(self._judge(gate, arm, rows, readings), readings=(gate.manifest, readings)))
+        return results
+
+    def _judge(self, gate, arm, rows, readings) -> dict:
+        from ledger.judge import gates as judge
+
+        if isinstance(gate, InstallationGate):
+            verdict = judge.installation(rows, readings, tuple(gate.depths), gate.threshold)
+        elif isinstance(gate, GuardrailGate):
+            reference = self._base_reference(arm.base, gate.manifest)
+            base_rows = self.store.query(
+                "SELECT row_id, correct FROM evidence WHERE arm = :arm AND manifest_sha256 = :m AND loop = 1",
+                {"arm": reference, "m": self.manifest_sha[gate.manifest]},
+            ).records()
+            verdict = judge.guardrail({r["row_id"]: bool(r["correct"]) for r in base_rows}, readings, gate.max_drop)
+        elif isinstance(gate, RetentionFloorGate):
+            verdict = judge.retention_floor(rows, readings, gate.floor, tuple(gate.depths) if gate.depths else None)
+        else:
+            raise RunRefused(f"gate {gate.id}: a depth gate compares two arms and cannot follow a stage")
+        return {"gate": gate.id, "action": gate.action, **verdict}
+
+    def _write_gate_evidence(self, runtime, arm, stage, checkpoint, run_id, computed=None) -> None:
+        """The readings each gate was decided on, as evidence of that checkpoint (once per manifest)."""
+        done = set()
+        for gate_id in stage.gates:
+            gate = next(g for g in self.protocol.gates if g.id == gate_id)
+            if gate.manifest in done or self._has_evidence(run_id, gate.manifest, checkpoint):
+                continue
+            readings = None
+            for result in computed or []:
+                if result["gate"] == gate_id:
+                    readings = result["readings"][1]
+            if readings is None:  # resumed: re-read from the recorded checkpoint (deterministic)
+                readings = self._evaluate(runtime, arm, gate.manifest, list(self.manifests[gate.manifest].rows))
+            self._write_evidence(run_id, arm.id, gate.manifest, checkpoint, readings)
+            done.add(gate.manifest)
+
+    def _depth_gates(self, outcomes: list[ArmOutcome]) -> None:
+        from ledger.judge import gates as judge
+        from ledger.store.evidence import StoreEvidence
+
+        evidence = StoreEvidence(self.store, (self.sha,))
+        finals = {o.arm: o.checkpoints[-1] for o in outcomes if o.status == "complete" and o.checkpoints}
+        for gate in self.protocol.gates:
+            if not isinstance(gate, DepthGate) or gate.arm not in finals or gate.versus not in finals:
+                continue
+            a = evidence.outcomes(gate.arm, gate.manifest, None) or {}
+            b = evidence.outcomes(gate.versus, gate.manifest, None) or {}
+            verdict = judge.depth_gate(a, b, gate.test, gate.alpha, gate.consecutive)
+            checkpoint = finals[gate.arm]
+            existing = self.store.query(
+                "SELECT 1 FROM gate_results WHERE checkpoint_sha256 = :c AND gate = :g", {"c": checkpoint, "g": gate.id}
+            ).records()
+            if not existing:
+                self.store.add_gate_result(
+                    checkpoint, gate.id, verdict["passed"], value=verdict.get("value"), metric=verdict.get("metric"),
+                    action=gate.action, detail=verdict["detail"],
+                )
+            for outcome in outcomes:
+                if outcome.arm == gate.arm:
+                    outcome.gates.append({"gate": gate.id, "action": gate.action, **verdict})
+
+    # -- summaries
+
+    def _accuracy(self, run_id: str, manifest_id: str, checkpoint: str) -> tuple[tuple[int, int], tuple[int, int]]:
+        rows = self.store.query(
+            "SELECT r.depth, e.loop, e.correct FROM evidence e JOIN rows r ON r.manifest_sha256 = e.manifest_sha256 "
+            "AND r.row_id = e.row_id WHERE e.run_id = :run AND e.manifest_sha256 = :m AND e.checkpoint_sha256 = :c",
+            {"run": run_id, "m": self.manifest_sha[manifest_id], "c": checkpoint},
+        ).records()
+        final = [r for r in rows if r["loop"] in (r["depth"], 0) or (r["depth"] == 0 and r["loop"] == 1)]
+        spec = self.protocol.manifest(manifest_id)
+        tail_from = spec.depths[1] - 3 if isinstance(spec, RuleChasingManifest) else None
+        tail = [r for r in final if tail_from is not None and r["depth"] >= tail_from]
+        count = lambda subset: (sum(1 for r in subset if r["correct"]), len(subset))  # noqa: E731
+        return count(final), count(tail)
+
+    def _unfinished_arms(self) -> list[str]:
+        """Arms with neither their evaluation evidence nor a hard stop recorded in this ledger."""
+        unfinished = []
+        for arm in self.protocol.arms:
+            run_id = self._run_id(arm.id)
+            last = self._last_checkpoint(run_id)
+            if last is not None and self.store.get_checkpoint(last)["status"] == "failed":
+                continue  # a hard stop is finished: its claims are judged without it
+            evaluated = all(
+                self.store.query("SELECT 1 FROM evidence WHERE run_id = :run AND manifest_sha256 = :m LIMIT 1",
+                                 {"run": run_id, "m": self.manifest_sha[manifest_id]}).records()
+                for manifest_id in arm.evaluation.manifests
+            )
+            if not evaluated:
+                unfinished.append(arm.id)
+        return unfinished
+
+    def _claims(self):
+        from ledger.audit.verify import verify
+
+        paths = [(self.protocol_dir / relative).resolve() for relative in self.protocol.claims]
+        if not paths:
+            return []
+        report = verify(self.store, paths)
+        return report.verdicts
+
+    def _report(self) -> Path | None:
+        try:
+            from ledger.report.html import report_for_protocol_name
+        except ImportError:
+            log.warning("report module not available: no report written")
+            return None
+        return report_for_protocol_name(self.store, self.protocol.name, self.out_dir)
+
+    # -- progress
+
+    def _bar(self, label: str, total: int, show_loss: bool = False):
+        return _Progress(label, total, enabled=self.progress, show_loss=show_loss)
+
+
+class _Progress:
+    """A rich progress bar (steps/s, loss, ETA) that also writes to run.log."""
+
+    def __init__(self, label: str, total: int, *, enabled: bool, show_loss: bool):
+        self.label, self.total, self.enabled, self.show_loss = label, total, enabled, show_loss
+        self.done = 0
+
+    def __enter__(self):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
+        from rich.text import Text
+
+        class Speed(ProgressColumn):
+            def render(self, task):
+                return Text(f"{task.speed:.2f} it/s" if task.speed else "- it/s")
+
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), Speed(),
+            TextColumn("{task.fields[loss]}"), TimeRemainingColumn(), disable=not self.enabled, transient=False,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task(self.label, total=self.total, loss="")
+        return self.advance
+
+    def advance(self, n: int = 1, loss: float | None = None) -> None:
+        self.done += n
+        fields = {"loss": f"loss {loss:.4f}"} if loss is not None and self.show_loss else {}
+        self.progress.update(self.task, advance=n, **fields)
+        if loss is not None and (self.done % max(1, self.total // 10) == 0 or self.done == self.total):
+            log.info("%s step %d/%d loss %.5f", self.label, self.done, self.total, loss)
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+        return False
+
+
+def _failed_gates(store, sha: str) -> str:
+    rows = store.query("SELECT gate FROM gate_results WHERE checkpoint_sha256 = :c AND passed = 0", {"c": sha}).records()
+    return ", ".join(sorted({row["gate"] for row in rows})) or "status failed"
+
+
+def _parse_fault(value: str | None):
+    if not value:
+        return None
+    kind, _, arm = value.partition(":")
+    if kind != "tier1_regression" or not arm:
+        raise ValueError(f"LEDGER_FAULT_INJECTION={value!r}: expected tier1_regression:ARM")
+    return kind, arm
+
+
+def evidence_digest(store, protocol_sha256: str) -> tuple[int, str]:
+    """(rows, SHA-256) over the deterministic content of a protocol's evidence (latency excluded)."""
+    rows = store.query(
+        "SELECT e.arm, e.manifest_sha256, e.row_id, e.loop, e.prediction, e.correct, e.checkpoint_sha256, "
+        "e.tokens_generated FROM evidence e JOIN runs u ON u.run_id = e.run_id "
+        "WHERE u.protocol_sha256 = :p ORDER BY e.arm, e.manifest_sha256, e.row_id, e.loop, e.checkpoint_sha256",
+        {"p": protocol_sha256},
+    ).records()
+    return len(rows), sha256_hex(canonical_json([[r[k] for k in sorted(r)] for r in rows]))

@@ -1,0 +1,1 @@
+"""Stage 1, what is declared: the protocol, claim and release-mapping schemas and their YAML loading."""

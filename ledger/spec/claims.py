@@ -1,0 +1,145 @@
+"""Claim files: what a protocol preregisters it will test, and how.
+
+A claim names a statistic over row-level evidence, the arms (or gate) it is about,
+the manifest and row filter, the direction and the alpha / threshold / margin, and
+the multiplicity family it belongs to. Claim files are validated with the same strict
+models as protocols, and every reference is checked against the protocol that
+preregisters them (``check_claims_against``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, model_validator
+
+from ledger.spec.protocol import DepthRange, Protocol, StrictModel, _located
+from ledger.spec.loader import ProtocolIssue, load_model_file
+
+
+class RowFilter(StrictModel):
+    depths: DepthRange | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "RowFilter":
+        if self.depths is not None and self.depths[0] > self.depths[1]:
+            raise _located(f"depth range is inverted: {list(self.depths)}", ["depths"])
+        return self
+
+
+class _ClaimCommon(StrictModel):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    statement: str
+    manifest: str
+    rows: RowFilter = Field(default_factory=RowFilter)
+    family: str | None = Field(default=None, description="Multiplicity family; corrected by the file's `correction`.")
+    reported: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            "Figures a paper reported for this claim; the re-derived figure must agree to the "
+            "significant digits written (e.g. p_value: 5.72e-257, helped: 1048)."
+        ),
+    )
+
+
+class PairedExactClaim(_ClaimCommon):
+    """Exact McNemar / sign test on the discordant pairs of two arms on the same rows."""
+
+    statistic: Literal["paired_exact"]
+    arms: tuple[str, str]
+    direction: Literal["greater", "less", "two-sided"] = "greater"
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+
+
+class AccuracyClaim(_ClaimCommon):
+    """One arm's accuracy on the filtered rows is at least (or at most) a threshold."""
+
+    statistic: Literal["accuracy"]
+    arm: str
+    threshold: float = Field(ge=0, le=1)
+    direction: Literal["at_least", "at_most"] = "at_least"
+
+
+class NonInferiorityClaim(_ClaimCommon):
+    """Paired non-inferiority of arms[0] against arms[1] with a margin (Tango's score test)."""
+
+    statistic: Literal["noninferiority"]
+    arms: tuple[str, str]
+    margin: float = Field(gt=0, lt=1)
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    loop: int | None = Field(default=None, ge=1, description="Read at this loop (e.g. 1) instead of the forced depth.")
+
+
+class FrontierClaim(_ClaimCommon):
+    """The threshold-crossing frontier divided by the training support's top depth."""
+
+    statistic: Literal["frontier_ratio"]
+    arm: str
+    bar: float = Field(default=0.71, gt=0, lt=1)
+    support_max_depth: int = Field(ge=1)
+    threshold: float = Field(gt=0)
+    direction: Literal["at_least", "at_most"] = "at_least"
+
+
+class GateClaim(_ClaimCommon):
+    """A preregistered gate passed (or failed) for an arm."""
+
+    statistic: Literal["gate"]
+    gate: str
+    arm: str
+    expect: Literal["pass", "fail"] = "pass"
+
+
+Claim = Annotated[
+    Union[PairedExactClaim, AccuracyClaim, NonInferiorityClaim, FrontierClaim, GateClaim],
+    Field(discriminator="statistic"),
+]
+
+
+class ClaimFile(StrictModel):
+    protocol: str = Field(description="Name of the protocol (or imported release) the claims are about.")
+    release: str | None = Field(
+        default=None,
+        description="Release mapping file (relative to this file) to import before verifying: an external audit.",
+    )
+    correction: Literal["holm", "bonferroni", "none"] = Field(
+        description="Multiplicity correction applied within each family (always explicit)."
+    )
+    claims: list[Claim] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "ClaimFile":
+        seen: set[str] = set()
+        for index, claim in enumerate(self.claims):
+            if claim.id in seen:
+                raise _located(f"duplicate claim id {claim.id!r}", ["claims", index, "id"])
+            seen.add(claim.id)
+        return self
+
+
+def load_claims(path: str | Path) -> ClaimFile:
+    """Read and validate a claim file; located errors as for protocols."""
+    return load_model_file(path, ClaimFile, "claim file")
+
+
+def check_claims_against(claims: ClaimFile, protocol: Protocol, file: str) -> list[ProtocolIssue]:
+    """References from claims into the protocol (arms, manifests, gates) that do not resolve."""
+    issues: list[ProtocolIssue] = []
+    if claims.protocol != protocol.name:
+        issues.append(ProtocolIssue(file, None, "protocol", f"claims are for {claims.protocol!r}, not {protocol.name!r}"))
+    arms = {arm.id for arm in protocol.arms}
+    manifests = {spec.id for spec in protocol.manifests}
+    gates = {gate.id for gate in protocol.gates}
+    for index, claim in enumerate(claims.claims):
+        where = f"claims.{index}"
+        if claim.manifest not in manifests:
+            issues.append(ProtocolIssue(file, None, f"{where}.manifest", f"unknown manifest {claim.manifest!r}"))
+        named = list(getattr(claim, "arms", ())) + ([claim.arm] if hasattr(claim, "arm") else [])
+        for arm in named:
+            # A base is read as its own arm, "base:NAME" (the reference of guardrails).
+            if arm not in arms and not (arm.startswith("base:") and arm[5:] in protocol.bases):
+                issues.append(ProtocolIssue(file, None, where, f"unknown arm {arm!r}"))
+        if isinstance(claim, GateClaim) and claim.gate not in gates:
+            issues.append(ProtocolIssue(file, None, f"{where}.gate", f"unknown gate {claim.gate!r}"))
+    return issues

@@ -1,0 +1,212 @@
+"""Load a protocol file with errors a person can act on: file, YAML line, field path, reason.
+
+YAML is parsed once into a node tree (for line numbers) and once into data; Pydantic's
+errors are mapped back onto the nodes. Every failure, from an unreadable file to a
+dangling reference, becomes a ``ProtocolError`` holding ``ProtocolIssue`` items; no
+other exception escapes ``load_protocol``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ledger.spec.protocol import Protocol
+
+
+@dataclass(frozen=True)
+class ProtocolIssue:
+    file: str
+    line: int | None
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        field = f" {self.path}:" if self.path else ""
+        return f"{where}:{field} {self.message}"
+
+
+class ProtocolError(Exception):
+    """A protocol file that cannot be used; ``issues`` says where and why."""
+
+    def __init__(self, issues: list[ProtocolIssue]):
+        self.issues = issues
+        super().__init__("\n".join(str(issue) for issue in issues))
+
+
+class _Document:
+    """YAML data plus a way to find the line of any path in it."""
+
+    def __init__(self, text: str, file: str):
+        self.file = file
+        loader = yaml.SafeLoader(text)
+        try:
+            self.root = loader.get_single_node()
+            if self.root is None:
+                raise ProtocolError([ProtocolIssue(file, None, "", "the file is empty (expected a protocol mapping)")])
+            _reject_duplicate_keys(self.root, file)
+            self.data = loader.construct_document(self.root)
+        finally:
+            loader.dispose()
+
+    def line_of(self, path: tuple[Any, ...]) -> int | None:
+        """1-based line of the deepest node along ``path`` (the key's line for a mapping key)."""
+        node = self.root
+        line = node.start_mark.line + 1
+        for element in path:
+            if isinstance(node, yaml.MappingNode):
+                for key_node, value_node in node.value:
+                    if key_node.value == str(element):
+                        line, node = key_node.start_mark.line + 1, value_node
+                        break
+                else:
+                    return line
+            elif isinstance(node, yaml.SequenceNode) and isinstance(element, int) and element < len(node.value):
+                node = node.value[element]
+                line = node.start_mark.line + 1
+            else:
+                return line
+        return line
+
+
+def _reject_duplicate_keys(node: yaml.Node, file: str) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value
+            if key in seen:
+                raise ProtocolError(
+                    [
+                        ProtocolIssue(
+                            file,
+                            key_node.start_mark.line + 1,
+                            key,
+                            f"duplicate key {key!r} (first given on line {seen[key]})",
+                        )
+                    ]
+                )
+            seen[key] = key_node.start_mark.line + 1
+            _reject_duplicate_keys(value_node, file)
+    elif isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            _reject_duplicate_keys(child, file)
+
+
+def load_protocol(path: str | Path) -> Protocol:
+    """Read, parse and validate a protocol file; raise ``ProtocolError`` with located issues."""
+    return load_model_file(path, Protocol, "protocol")
+
+
+def parse_protocol(text: str, file: str = "<string>") -> Protocol:
+    """Validate protocol YAML text; ``file`` is only used in messages."""
+    return parse_model_text(text, file, Protocol, "protocol")
+
+
+def load_model_file(path: str | Path, model: type[BaseModel], what: str) -> Any:
+    """Any strict YAML document (protocol, claim file, release mapping) with located errors."""
+    path = Path(path)
+    file = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProtocolError([ProtocolIssue(file, None, "", "file not found")]) from None
+    except IsADirectoryError:
+        raise ProtocolError([ProtocolIssue(file, None, "", f"is a directory, not a {what} file")]) from None
+    except UnicodeDecodeError as exc:
+        raise ProtocolError([ProtocolIssue(file, None, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
+    except OSError as exc:
+        raise ProtocolError([ProtocolIssue(file, None, "", f"cannot read: {exc.strerror}")]) from None
+    return parse_model_text(text, file, model, what)
+
+
+def parse_model_text(text: str, file: str, model: type[BaseModel], what: str) -> Any:
+    if not text.strip():
+        raise ProtocolError([ProtocolIssue(file, None, "", f"the file is empty (expected a {what} mapping)")])
+    try:
+        document = _Document(text, file)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ProtocolError([ProtocolIssue(file, line, "", f"unreadable YAML: {reason}")]) from None
+    except RecursionError:
+        raise ProtocolError([ProtocolIssue(file, None, "", "unreadable YAML: nested too deeply")]) from None
+    if not isinstance(document.data, dict):
+        kind = type(document.data).__name__
+        raise ProtocolError(
+            [ProtocolIssue(file, document.line_of(()), "", f"expected a mapping of {what} fields, got a {kind}")]
+        )
+    try:
+        return model.model_validate(document.data)
+    except ValidationError as exc:
+        raise ProtocolError(_issues_from_validation(exc, document)) from None
+
+
+def _issues_from_validation(exc: ValidationError, document: _Document) -> list[ProtocolIssue]:
+    issues: list[ProtocolIssue] = []
+    for error in exc.errors(include_url=False):
+        base = _data_path(error["loc"], document.data)
+        ctx = error.get("ctx") or {}
+        if error["type"] == "protocol_references":
+            for message, at in ctx["problems"]:
+                issues.append(_issue(document, (*base, *at), message))
+            continue
+        message, at = _friendly(error, ctx)
+        issues.append(_issue(document, (*base, *at), message))
+    # One issue per place and reason: unions can report the same problem twice.
+    unique = list(dict.fromkeys(issues))
+    return unique
+
+
+def _friendly(error: dict, ctx: dict) -> tuple[str, tuple[Any, ...]]:
+    """Pydantic's message, reworded where a person would otherwise have to guess."""
+    kind = error["type"]
+    if kind == "missing":
+        return "required field is missing", ()
+    if kind == "union_tag_invalid":
+        field = str(ctx.get("discriminator", "kind")).strip("'")
+        expected = [tag.strip(" '") for tag in str(ctx.get("expected_tags", "")).split(",") if tag.strip()]
+        tag = str(ctx.get("tag"))
+        close = difflib.get_close_matches(tag, expected, n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]!r}?" if close else f"expected one of: {', '.join(expected)}"
+        return f"unknown {field} {tag!r} ({hint})", (field,)
+    if kind == "union_tag_not_found":
+        field = str(ctx.get("discriminator", "kind")).strip("'")
+        return f"required field {field!r} is missing (it decides which fields are allowed)", ()
+    return error["msg"], tuple(ctx.get("at", ()))
+
+
+def _issue(document: _Document, path: tuple[Any, ...], message: str) -> ProtocolIssue:
+    dotted = ".".join(str(part) for part in path)
+    return ProtocolIssue(document.file, document.line_of(path), dotted, message.splitlines()[0])
+
+
+def _data_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """Drop Pydantic's union tags from ``loc`` so it names keys and indices of the YAML."""
+    path: list[Any] = []
+    node = data
+    for element in loc:
+        if isinstance(node, dict):
+            if element in node:
+                path.append(element)
+                node = node[element]
+            elif element in node.values() or "[" in str(element):
+                continue  # a discriminator tag such as 'recurrent' or a validator name
+            else:
+                path.append(element)
+                node = None
+        elif isinstance(node, list) and isinstance(element, int):
+            path.append(element)
+            node = node[element] if element < len(node) else None
+        elif isinstance(element, int) or node is not None:
+            path.append(element)
+            node = None
+        else:
+            path.append(element)
+    return tuple(path)

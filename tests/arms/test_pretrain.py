@@ -1,0 +1,307 @@
+"""The tiny-base pretraining recipe, its synthetic corpus and a 3-step run of the real code path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from arms.bases.pretrain import (
+    ANSWER_SUFFIX,
+    excluded_tier1_questions,
+    heldout_lookups,
+    load_recipe,
+    symbols_at,
+    synthetic_corpus,
+)
+from ledger.rows.tasks.alphabets import N16, N24
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "bases" / "tiny-base.recipe.yaml"
+TABLE_LINE = re.compile(r"^(\S+) -> (\S+)$", re.M)
+QUESTION = re.compile(r"Start value: (\S+)\nApply f exactly (\d+) times\.\nWhat is the final value\?$")
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    return load_recipe(RECIPE)
+
+
+def _sample_steps(recipe):
+    """Steps from every curriculum stage, the first ones included."""
+    steps = set(range(0, 40))
+    for stage in recipe.curriculum:
+        steps.update(range(stage.start_step, stage.start_step + 10))
+    steps.add(recipe.steps - 1)
+    return sorted(steps)
+
+
+def test_corpus_is_deterministic_per_seed_and_step(recipe):
+    first = synthetic_corpus(recipe, 17)
+    assert first == synthetic_corpus(recipe, 17)
+    assert len(first) == recipe.batch_size
+    assert [e.text for e in first] != [e.text for e in synthetic_corpus(recipe, 18)]
+    other_seed = recipe.model_copy(update={"seed": recipe.seed + 1})
+    assert [e.text for e in first] != [e.text for e in synthetic_corpus(other_seed, 17)]
+
+
+def test_corpus_has_every_kind_and_follows_the_curriculum(recipe):
+    for stage in recipe.curriculum:
+        steps = range(stage.start_step, stage.start_step + 20)
+        kinds = {e.kind for step in steps for e in synthetic_corpus(recipe, step)}
+        assert kinds == {k for k, w in (stage.mixture or recipe.mixture).items() if w > 0}
+    for stage in recipe.curriculum:
+        if stage.mixture is not None and not stage.mixture.get("lookup"):
+            continue
+        sizes = {
+            len(TABLE_LINE.findall(e.prompt))
+            for step in range(stage.start_step, stage.start_step + 10)
+            for e in synthetic_corpus(recipe, step)
+            if e.kind == "lookup"
+        }
+        assert max(sizes) == stage.max_symbols == symbols_at(recipe, stage.start_step)
+
+
+def test_no_trained_example_ever_iterates(recipe):
+    """Every supervised table question says d = 1 and its answer is the ONE-hop value."""
+    lookups = recalls = starts = 0
+    for step in _sample_steps(recipe):
+        for example in synthetic_corpus(recipe, step):
+            # no text anywhere in the corpus states a depth other than 1 (or 0: the start recall)
+            stated = set(re.findall(r"exactly (\d+) times", example.text))
+            if example.kind == "start":  # depth 0: the answer is the start value itself
+                assert stated == {"0"}
+                start = QUESTION.search(example.prompt.replace("exactly 0 times", "exactly 1 times")).group(1)
+                assert example.answer == " " + start
+                starts += 1
+                continue
+            assert stated <= {"1"}
+            if example.kind != "lookup":
+                assert "Apply f" not in example.text
+                continue
+            table = dict(TABLE_LINE.findall(example.prompt))
+            assert len(table) == len(TABLE_LINE.findall(example.prompt))  # every key once
+            segments = example.segments()
+            assert segments[0][0] == example.prompt + ANSWER_SUFFIX  # the protocol's exact prompt first
+            for context, answer in segments:
+                if context.endswith(" ->"):  # a recalled table line: "\nM ->" then " J"
+                    key = context[:-3].rsplit("\n", 1)[-1]
+                    assert answer == " " + table[key]
+                    recalls += 1
+                    continue
+                assert context.endswith(ANSWER_SUFFIX)
+                start, depth = QUESTION.search(context[: -len(ANSWER_SUFFIX)]).groups()
+                assert depth == "1"
+                assert answer == " " + table[start]
+                lookups += 1
+    assert lookups > 500 and starts > 0
+    assert recalls > 0 or recipe.lookup_recalls == (0, 0)
+
+
+def test_repeated_sequences_supervise_exactly_the_second_showing(recipe):
+    """The induction stage: a sequence, then the same sequence again; only the repeat is a target."""
+    repeats = [e for e in synthetic_corpus(recipe, 0) if e.kind == "repeat"]
+    assert len(repeats) == recipe.batch_size  # the first stage is all repeats
+    for example in repeats:
+        ((context, answer),) = example.segments()
+        shown, again = context.split(), answer.split()
+        half = (len(shown) + len(again)) // 2
+        assert recipe.repeat_length[0] <= half <= recipe.repeat_length[1]
+        assert shown[:half] + shown[half:] + again == shown[:half] * 2
+        assert "Answer" not in example.text
+
+
+def test_every_numeral_occurs_in_the_corpus(recipe):
+    seen = set()
+    for step in range(40):
+        for example in synthetic_corpus(recipe, step):
+            seen.update(re.findall(r"\b\d+\b", example.text))
+    assert {str(n) for n in range(0, 31)} <= seen
+
+
+def test_corpus_never_holds_a_tier1_question(recipe):
+    from ledger.rows.tasks import generate_arithmetic
+
+    excluded = excluded_tier1_questions(recipe)
+    tier1 = generate_arithmetic(seed=20260707, split="tier1", per_op=16)  # protocols/phaseA.yaml
+    assert {row.prompt.split("\n", 1)[0] for row in tier1} <= excluded
+    for step in range(60):
+        for example in synthetic_corpus(recipe, step):
+            assert example.prompt.split("\n", 1)[0] not in excluded or example.kind != "choice"
+
+
+def test_heldout_rows_use_the_protocol_alphabets(recipe):
+    rows = heldout_lookups(recipe, 16)
+    assert len(rows) == recipe.eval_rows
+    assert all(symbols == sorted(N16) for _, symbols in rows)
+    train = {e.prompt for step in range(0, 200, 7) for e in synthetic_corpus(recipe, step)}
+    assert not train & {example.prompt for example, _ in rows}
+
+
+def test_pretrain_base_three_steps_round_trip(tmp_path, recipe):
+    import torch
+
+    from arms.bases.loading import load_base
+    from arms.bases.pretrain import pretrain_base, verify_base_hash
+    from ledger.reader.shared import Reader
+
+    out = tmp_path / "tiny-pretrained"
+    threads = torch.get_num_threads()
+    summary = pretrain_base(RECIPE, out, max_steps=3, progress=False)
+    assert torch.get_num_threads() == threads
+    assert not (tmp_path / ".tiny-pretrained.partial").exists()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "recipe.yaml", "SHA256", "summary.json", "train.log"):
+        assert (out / name).is_file(), name
+    assert summary["steps"] == 3 and summary["recipe_steps"] == recipe.steps
+    assert torch.isfinite(torch.tensor(summary["final_loss"]))
+    digest = hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
+    assert verify_base_hash(out) == digest
+    assert (out / "SHA256").read_text() == f"{digest}  model.safetensors\n"
+    assert json.loads((out / "summary.json").read_text())["model_sha256"] == digest
+    assert (out / "recipe.yaml").read_bytes() == RECIPE.read_bytes()
+    log = [json.loads(line) for line in (out / "train.log").read_text().splitlines()]
+    assert [r["event"] for r in log][0] == "start" and log[-1]["event"] == "end"
+    assert any(r["event"] == "eval" for r in log)
+
+    with pytest.raises(FileExistsError):
+        pretrain_base(RECIPE, out, max_steps=1, progress=False)
+
+    model, tokenizer = load_base(str(out))
+    assert type(model).__name__ == "Qwen2ForCausalLM"
+    from arms.bases.builtin import word_tokenizer
+
+    text = heldout_lookups(recipe, 16)[0][0].prompt + ANSWER_SUFFIX + " steps: A -> B answer: B"
+    # loaded from the folder, the tokenizer is the word-level one it was trained with (not a BPE rebuild)
+    assert tokenizer.encode(text, add_special_tokens=False) == word_tokenizer(recipe.vocab_numerals).encode(
+        text, add_special_tokens=False)
+    assert sum(p.numel() for p in model.parameters()) == summary["parameters"]
+    for alphabet in (N16, N24):
+        reader = Reader(alphabet, tokenizer=tokenizer)  # raises unless each " X" is one known token
+        assert len(set(reader.symbol_token_ids.values())) == len(alphabet)
+    example, _ = heldout_lookups(recipe, 24)[0]
+    ids = tokenizer(example.prompt + ANSWER_SUFFIX, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**ids).logits
+    assert torch.isfinite(logits).all()
+
+
+def test_verify_base_hash_refuses_a_changed_file(tmp_path):
+    from arms.bases.pretrain import verify_base_hash
+
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    digest = hashlib.sha256(b"weights").hexdigest()
+    (tmp_path / "SHA256").write_text(f"{digest}  model.safetensors\n")
+    assert verify_base_hash(tmp_path) == digest
+    assert verify_base_hash(tmp_path, expected=digest) == digest
+    with pytest.raises(ValueError, match="expected"):
+        verify_base_hash(tmp_path, expected="0" * 64)
+    (tmp_path / "model.safetensors").write_bytes(b"weights!")
+    with pytest.raises(ValueError, match="SHA256 says"):
+        verify_base_hash(tmp_path)
+
+
+def test_every_corpus_and_protocol_text_is_known_to_the_recipes_vocabulary(recipe):
+    """The small vocabulary (numerals below vocab_numerals) still spells every text the base will read."""
+    from arms.bases.builtin import word_tokenizer
+    from ledger.rows.tasks import generate_arithmetic, generate_rule_chasing
+    from ledger.rows.tasks.alphabets import N16
+
+    tokenizer = word_tokenizer(recipe.vocab_numerals)
+    unknown = tokenizer.unk_token_id
+    texts = [e.text for step in _sample_steps(recipe) for e in synthetic_corpus(recipe, step)]
+    texts += [row.prompt + ANSWER_SUFFIX + " " + row.answer for row in generate_arithmetic(seed=20260707, split="tier1", per_op=16)]
+    rows = generate_rule_chasing(surface="symbolic", symbols=N16, depth_range=(1, 14), rows_per_depth=2, seed=1, split="x")
+    texts += [row.prompt + ANSWER_SUFFIX + " steps: " + " -> ".join(row.path[1:]) + " answer: " + row.answer for row in rows]
+    for text in texts:
+        assert unknown not in tokenizer.encode(text, add_special_tokens=False), text
+    assert len(tokenizer) == len(word_tokenizer()) - (1000 - recipe.vocab_numerals)
+
+
+def _grown_recipe(tmp_path, **init_from):
+    """A copy of the tiny-base recipe that starts from the shipped base (``init_from``)."""
+    import yaml
+
+    data = yaml.safe_load(RECIPE.read_text())
+    digest = (ROOT / "bases" / "tiny-base" / "SHA256").read_text().split()[0]
+    data["init_from"] = {"path": str(ROOT / "bases" / "tiny-base"), "sha256": digest, **init_from}
+    if "layers" in init_from:
+        data["model"]["layers"] = len(init_from["layers"])
+    path = tmp_path / "grown.recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_init_from_continues_the_source_and_grows_it_as_an_identity(tmp_path):
+    """One-to-one: the new model IS the source; grown with identity layers: it computes the
+    source exactly (block expansion), while its copied layers hold the source's weights."""
+    import torch
+
+    from arms.bases.loading import load_base
+    from arms.bases.builtin import word_tokenizer
+    from arms.bases.pretrain import build_model, initialise_from
+
+    source, _ = load_base(str(ROOT / "bases" / "tiny-base"))
+    example, _ = heldout_lookups(load_recipe(RECIPE), 16)[0]
+    tokenizer = word_tokenizer(load_recipe(RECIPE).vocab_numerals)
+    ids = tokenizer(example.prompt + ANSWER_SUFFIX, return_tensors="pt")
+    with torch.no_grad():
+        expected = source(**ids).logits
+
+    same = load_recipe(_grown_recipe(tmp_path))
+    model = build_model(same, tokenizer)
+    record = initialise_from(model, same, tmp_path)
+    assert record["init_from_layers"] == [0, 1, 2, 3]
+    for name, tensor in source.state_dict().items():
+        assert torch.equal(model.state_dict()[name], tensor), name
+
+    grown = load_recipe(_grown_recipe(tmp_path, layers=[0, 0, 1, 1, 2, 2, 3, 3], identity_layers=[1, 3, 5, 7]))
+    model = build_model(grown, tokenizer)
+    initialise_from(model, grown, tmp_path)
+    with torch.no_grad():
+        assert torch.equal(model(**ids).logits, expected)
+    state = model.state_dict()
+    assert torch.equal(state["model.layers.4.self_attn.q_proj.weight"], source.state_dict()["model.layers.2.self_attn.q_proj.weight"])
+    assert torch.equal(state["model.layers.5.self_attn.q_proj.weight"], source.state_dict()["model.layers.2.self_attn.q_proj.weight"])
+    assert not state["model.layers.5.mlp.down_proj.weight"].any()
+    assert torch.equal(state["model.layers.4.mlp.down_proj.weight"], source.state_dict()["model.layers.2.mlp.down_proj.weight"])
+
+    # without the identity layers the duplicated layers change the function
+    plain = load_recipe(_grown_recipe(tmp_path, layers=[0, 0, 1, 1, 2, 2, 3, 3]))
+    model = build_model(plain, tokenizer)
+    initialise_from(model, plain, tmp_path)
+    with torch.no_grad():
+        assert not torch.equal(model(**ids).logits, expected)
+
+
+def test_init_from_refuses_a_wrong_hash_a_missing_layer_and_a_bad_map(tmp_path):
+    from arms.bases.builtin import word_tokenizer
+    from arms.bases.pretrain import build_model, initialise_from
+    from ledger.spec.loader import ProtocolError
+
+    tokenizer = word_tokenizer(load_recipe(RECIPE).vocab_numerals)
+    wrong = load_recipe(_grown_recipe(tmp_path)).model_copy(deep=True)
+    wrong = wrong.model_copy(update={"init_from": wrong.init_from.model_copy(update={"sha256": "0" * 64})})
+    with pytest.raises(ValueError, match="expects 0000"):
+        initialise_from(build_model(wrong, tokenizer), wrong, tmp_path)
+    beyond = load_recipe(_grown_recipe(tmp_path, layers=[0, 1, 2, 3, 4]))
+    with pytest.raises(ValueError, match="the source has 4 layers"):
+        initialise_from(build_model(beyond, tokenizer), beyond, tmp_path)
+    import yaml
+
+    data = yaml.safe_load(_grown_recipe(tmp_path, layers=[0, 1, 2, 3]).read_text())
+    data["init_from"]["layers"] = [0, 1]
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(ProtocolError, match="init_from.layers names 2 source layers for a model of 4"):
+        load_recipe(tmp_path / "bad.yaml")
+
+
+def test_the_continued_recipes_start_from_the_shipped_base():
+    """bases/tiny-base-v2 and tiny-base-large-v2 name tiny-base by its recorded hash."""
+    digest = (ROOT / "bases" / "tiny-base" / "SHA256").read_text().split()[0]
+    for name in ("tiny-base-v2", "tiny-base-large-v2"):
+        recipe = load_recipe(ROOT / "bases" / f"{name}.recipe.yaml")
+        assert recipe.init_from.sha256 == digest
+        assert (ROOT / "bases" / recipe.init_from.path / "model.safetensors").is_file()

@@ -1,0 +1,377 @@
+"""`ledger register / deviate / verify / head / query`: preregistration, tamper evidence, external audit."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ledger.cli.main import main
+from ledger.rows.builder import build_manifests
+from ledger.spec.loader import load_protocol
+from ledger.store import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT.parent / "shared" / "reference" / "recurrent-qwen-svgd"
+
+PROTOCOL = """\
+name: tiny-verify
+version: 1
+description: A small protocol whose evidence the test writes by hand.
+seed: 7
+bases:
+  tiny: {source: ./weights/tiny, dtype: float32, num_layers: 4}
+manifests:
+  - {id: train, role: train, generator: rule_chasing, alphabet: N16, depths: [1, 2], rows_per_depth: 4, seed: 7, split: train}
+  - {id: eval, role: eval, generator: rule_chasing, alphabet: N16, depths: [1, 3], rows_per_depth: 8, seed: 7, split: test}
+arms:
+  - id: A
+    kind: recurrent
+    base: tiny
+    surgery: {split: [1, 3]}
+    bridge: {kind: split}
+    budget: {kind: full_block}
+    evaluation: {manifests: [eval]}
+  - id: B
+    kind: dense
+    base: tiny
+    evaluation: {manifests: [eval]}
+claims: [claims.yaml]
+"""
+
+CLAIMS = """\
+protocol: tiny-verify
+correction: holm
+claims:
+  - {id: A_beats_B, statement: A beats B., statistic: paired_exact, arms: [A, B], manifest: eval, direction: greater, alpha: 0.05}
+  - {id: A_accurate, statement: A is accurate., statistic: accuracy, arm: A, manifest: eval, threshold: 0.9}
+  - {id: B_deep, statement: B holds at depth 3 (it does not)., statistic: accuracy, arm: B, manifest: eval, rows: {depths: [3, 3]}, threshold: 0.9, direction: at_most}
+"""
+
+
+def run(*argv: str) -> int:
+    return main(list(argv))
+
+
+@pytest.fixture()
+def project(tmp_path, monkeypatch):
+    """A registered protocol with evidence for arms A (always right) and B (right at depth 1 only)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
+    (tmp_path / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    assert run("register", "protocol.yaml", "--db", db) == 0
+    protocol = load_protocol(tmp_path / "protocol.yaml")
+    manifest = build_manifests(protocol)["eval"]
+    checkpoint_files = {}
+    with open_store(db) as store:
+        for arm in ("A", "B"):
+            path = tmp_path / f"{arm}.safetensors"
+            path.write_bytes(f"weights of {arm}".encode() * 64)
+            checkpoint_files[arm] = path
+            run_id = store.add_run(run_id=f"eval-{arm}", protocol_sha256=protocol.sha256, arm=arm)
+            checkpoint = store.add_checkpoint(path=str(path), arm=arm, status="promoted", run_id=run_id)
+            store.add_evidence(
+                [
+                    {
+                        "run_id": run_id, "manifest_sha256": manifest.sha256, "row_id": row.row_id, "arm": arm,
+                        "checkpoint_sha256": checkpoint, "loop": row.depth if arm == "A" else 0,
+                        "prediction": row.answer, "correct": arm == "A" or row.depth == 1,
+                    }
+                    for row in manifest.rows
+                ]
+            )
+    return tmp_path, db, checkpoint_files
+
+
+def verify_json(db: str, *paths: str, capsys) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = run("verify", *paths, "--db", db, "--json")
+    return code, json.loads(capsys.readouterr().out)
+
+
+def by_id(report: dict) -> dict[str, dict]:
+    return {claim["claim_id"]: claim for claim in report["claims"]}
+
+
+def test_untouched_ledger_verifies_and_records_first_outcomes(project, capsys):
+    _, db, _ = project
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    claims = by_id(report)
+    assert code == 0, report
+    assert claims["A_beats_B"]["outcome"] == "supported" and claims["A_beats_B"]["integrity"] == "verified"
+    assert claims["A_beats_B"]["figures"]["helped"] == 16 and claims["A_beats_B"]["figures"]["hurt"] == 0
+    assert claims["B_deep"]["figures"]["correct"] == 0
+    assert all(claim["first_outcome"] is None for claim in report["claims"])
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 0
+    assert {claim["first_outcome"] for claim in report["claims"]} == {"supported"}
+    # The auditor's path: claim -> statistical test -> evidence -> checkpoint.
+    with open_store(db) as store:
+        linked = store.query_df("SELECT DISTINCT claim_id, arm, checkpoint_sha256 FROM v_claim_evidence")
+        from ledger.store import views_as_dataframes
+
+        frames = views_as_dataframes(store)
+    pairs = set(zip(linked["claim_id"], linked["arm"]))
+    assert {("tiny-verify/A_beats_B", "A"), ("tiny-verify/A_beats_B", "B"), ("tiny-verify/A_accurate", "A")} <= pairs
+    assert {"v_accuracy_by_arm_depth", "v_lineage", "v_claim_evidence"} <= set(frames)
+
+
+def test_a_new_claim_that_is_refuted_fails_verify(project, capsys):
+    tmp_path, db, _ = project
+    text = CLAIMS.replace("threshold: 0.9, direction: at_most", "threshold: 0.9")
+    (tmp_path / "claims2.yaml").write_text(text.replace("B_deep", "B_deep2"), encoding="utf-8")
+    code, report = verify_json(db, "claims2.yaml", capsys=capsys)
+    # B_deep2 was never preregistered: unverifiable, whatever its outcome.
+    assert code == 5
+    assert by_id(report)["B_deep2"]["integrity"] == "unverifiable"
+    assert "never preregistered" in by_id(report)["B_deep2"]["problems"][0]
+
+
+# ----------------------------------------------------------------------------- tamper matrix
+
+TABLE_EDITS = {
+    # table: an assignment that changes one field of the row it is applied to
+    "protocols": "version = version || '9'",
+    "manifests": "n_rows = n_rows + 1",
+    "rows": "depth = depth + 1",
+    "claims": "spec_json = spec_json || ' '",
+    "runs": "arm = arm || 'Z'",
+    "checkpoints": "status = CASE status WHEN 'promoted' THEN 'exploratory' ELSE 'promoted' END",
+    "evidence": "correct = 1 - correct",
+    "chain_entries": "kind = kind || 'x'",
+}
+
+
+@pytest.mark.parametrize("table", sorted(TABLE_EDITS))
+def test_tamper_matrix_every_table(project, capsys, table):
+    tmp_path, db, _ = project
+    assignment = TABLE_EDITS[table]
+    connection = sqlite3.connect(tmp_path / "ledger.db")
+    for (trigger,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        connection.execute(f'DROP TRIGGER "{trigger}"')
+    key = "seq" if table == "chain_entries" else "id"
+    target = connection.execute(f"SELECT {key} FROM {table} ORDER BY {key} DESC LIMIT 1").fetchone()[0]
+    assert connection.execute(f"UPDATE {table} SET {assignment} WHERE {key} = ?", (target,)).rowcount == 1
+    connection.commit()
+    connection.close()
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 4, report
+    assert any(table in problem for problem in report["chain_problems"]), report["chain_problems"]
+    assert {claim["integrity"] for claim in report["claims"]} == {"tampered"}
+
+
+def test_flipped_byte_in_a_checkpoint_file_is_tampered(project, capsys):
+    _, db, files = project
+    data = bytearray(files["B"].read_bytes())
+    data[10] ^= 0x01
+    files["B"].write_bytes(bytes(data))
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    claims = by_id(report)
+    assert code == 4
+    assert claims["A_beats_B"]["integrity"] == "tampered"
+    assert any(str(files["B"]) in problem for problem in claims["A_beats_B"]["problems"])
+    assert claims["A_accurate"]["integrity"] == "verified"  # A's evidence does not rest on B's file
+
+
+def test_a_claim_without_all_its_evidence_records_no_first_outcome(project, capsys):
+    """Arms run one at a time (`ledger run --arms A`, then `--arms B`): a verify in between
+    records no first outcome for a claim whose arm has not run yet ("unverifiable" is not a
+    result), so the verify after B is not held to it; evaluable claims are fixed at once."""
+    tmp_path, _, checkpoint_files = project
+    protocol = load_protocol(tmp_path / "protocol.yaml")
+    manifest = build_manifests(protocol)["eval"]
+    db = f"sqlite:///{tmp_path / 'one-arm-at-a-time.db'}"
+    assert run("register", "protocol.yaml", "--db", db) == 0
+
+    def arm_runs(arm: str) -> None:  # the same evidence the fixture writes, one arm at a time
+        with open_store(db) as store:
+            run_id = store.add_run(run_id=f"eval-{arm}", protocol_sha256=protocol.sha256, arm=arm)
+            checkpoint = store.add_checkpoint(path=str(checkpoint_files[arm]), arm=arm, status="promoted", run_id=run_id)
+            store.add_evidence([
+                {"run_id": run_id, "manifest_sha256": manifest.sha256, "row_id": row.row_id, "arm": arm,
+                 "checkpoint_sha256": checkpoint, "loop": row.depth if arm == "A" else 0, "prediction": row.answer,
+                 "correct": arm == "A" or row.depth == 1}
+                for row in manifest.rows
+            ])
+
+    def recorded() -> dict[str, str]:
+        with open_store(db) as store:
+            return {row["claim_id"].rsplit("/", 1)[-1]: row["outcome"] for row in store.rows_of("claim_outcomes")}
+
+    arm_runs("A")
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code != 0 and by_id(report)["A_beats_B"]["outcome"] == "unverifiable"
+    assert by_id(report)["A_accurate"]["outcome"] == "supported"
+    assert recorded() == {"A_accurate": "supported"}
+    arm_runs("B")
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 0, report
+    assert by_id(report)["A_beats_B"]["outcome"] == "supported" and by_id(report)["A_beats_B"]["first_outcome"] is None
+    assert recorded() == {"A_accurate": "supported", "A_beats_B": "supported", "B_deep": "supported"}
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 0 and {claim["first_outcome"] for claim in report["claims"]} == {"supported"}
+
+
+def test_missing_checkpoint_file_is_unverifiable(project, capsys):
+    _, db, files = project
+    files["A"].unlink()
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 5
+    assert by_id(report)["A_accurate"]["integrity"] == "unverifiable"
+
+
+def test_edited_manifest_row_is_tampered(project, capsys):
+    tmp_path, db, _ = project
+    connection = sqlite3.connect(tmp_path / "ledger.db")
+    for (trigger,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        connection.execute(f'DROP TRIGGER "{trigger}"')
+    row = connection.execute("SELECT id, canonical_json FROM rows WHERE row_id = 'test_d02_00003'").fetchone()
+    edited = json.loads(row[1])
+    edited["answer"] = "Z"
+    connection.execute("UPDATE rows SET canonical_json = ? WHERE id = ?", (json.dumps(edited), row[0]))
+    connection.commit()
+    connection.close()
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 4
+    problems = by_id(report)["A_accurate"]["problems"]
+    assert any("row test_d02_00003" in problem for problem in problems), problems
+
+
+def test_edited_protocol_file_is_tampered_and_register_refuses(project, capsys):
+    tmp_path, db, _ = project
+    edited = PROTOCOL.replace("rows_per_depth: 8", "rows_per_depth: 9")
+    (tmp_path / "protocol.yaml").write_text(edited, encoding="utf-8")
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 4
+    assert any("edited after registration" in p for p in by_id(report)["A_beats_B"]["problems"])
+    capsys.readouterr()
+    assert run("register", "protocol.yaml", "--db", db) == 3
+    assert "ledger deviate" in capsys.readouterr().err
+
+
+def test_edited_claim_is_tampered(project, capsys):
+    tmp_path, db, _ = project
+    (tmp_path / "claims.yaml").write_text(CLAIMS.replace("threshold: 0.9}", "threshold: 0.5}"), encoding="utf-8")
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 4
+    assert any("differs from its preregistered spec" in p for p in by_id(report)["A_accurate"]["problems"])
+
+
+def test_deviation_is_recorded_and_flags_dependent_claims(project, capsys):
+    tmp_path, db, _ = project
+    edited = PROTOCOL.replace("split: [1, 3]", "split: [1, 2]")
+    (tmp_path / "protocol.yaml").write_text(edited, encoding="utf-8")
+    assert run("deviate", "protocol.yaml", "--db", db, "--reason", "block too deep", "--timing", "after_data") == 0
+    assert "arms.A.surgery.split" in capsys.readouterr().out
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    claims = by_id(report)
+    assert code == 0, report
+    assert any("arms.A.surgery.split" in flag for flag in claims["A_beats_B"]["flags"])
+    assert any("after_data" in flag for flag in claims["A_accurate"]["flags"])
+    assert claims["B_deep"]["flags"] == []  # B's claim does not depend on arm A
+    with open_store(db) as store:
+        (deviation,) = store.rows_of("deviations")
+        assert deviation["item"] == "arms.A.surgery.split" and deviation["timing"] == "after_data"
+
+
+def test_head_and_since_head(project, capsys):
+    tmp_path, db, _ = project
+    capsys.readouterr()
+    assert run("head", "--db", db) == 0
+    head = capsys.readouterr().out.strip()
+    root, size = head.split(":")
+    assert len(root) == 64 and int(size) > 0
+    assert run("verify", "claims.yaml", "--db", db, "--since-head", head) == 0  # recording outcomes grows the log
+    capsys.readouterr()
+    assert run("verify", "claims.yaml", "--db", db, "--since-head", f"{'0' * 64}:{size}") == 4
+    assert run("verify", "claims.yaml", "--db", db, "--since-head", "nonsense") == 2
+
+
+def test_query_is_read_only_and_formats(project, capsys):
+    _, db, _ = project
+    capsys.readouterr()
+    assert run("query", "SELECT arm, COUNT(*) AS n FROM evidence GROUP BY arm ORDER BY arm", "--db", db, "--format", "csv") == 0
+    assert capsys.readouterr().out.splitlines() == ["arm,n", "A,24", "B,24"]
+    assert run("query", "SELECT arm, depth, accuracy FROM v_accuracy_by_arm_depth ORDER BY arm, depth", "--db", db, "--format", "json") == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {(row["arm"], row["depth"], row["accuracy"]) for row in rows} >= {("A", 3, 1.0), ("B", 1, 1.0), ("B", 3, 0.0)}
+    for statement in ("DELETE FROM evidence", "INSERT INTO runs(run_id) VALUES ('x')", "DROP TABLE rows"):
+        assert run("query", statement, "--db", db) == 3
+    assert "refused" in capsys.readouterr().err
+
+
+def test_evidence_for_unregistered_protocol_is_refused(tmp_path):
+    from ledger.store import PreregistrationRequired
+
+    with open_store(f"sqlite:///{tmp_path / 'l.db'}") as store:
+        manifest = build_manifests(load_protocol_text(tmp_path))["eval"]
+        sha = store.add_manifest(manifest)
+        run_id = store.add_run(run_id="r")
+        store.add_checkpoint(sha256="c" * 64, arm="A", status="promoted")
+        with pytest.raises(PreregistrationRequired):
+            store.add_evidence([{"run_id": run_id, "manifest_sha256": sha, "row_id": manifest.rows[0].row_id,
+                                 "arm": "A", "checkpoint_sha256": "c" * 64, "loop": 1, "prediction": "A", "correct": True}])
+
+
+def load_protocol_text(folder: Path):
+    (folder / "p.yaml").write_text(PROTOCOL, encoding="utf-8")
+    return load_protocol(folder / "p.yaml")
+
+
+# ----------------------------------------------------------------------------- external audit
+
+
+@pytest.mark.skipif(not REFERENCE.is_dir(), reason="needs ../shared/reference (present in CI and sessions)")
+def test_external_audit_verifies_from_an_empty_database(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    db = f"sqlite:///{tmp_path / 'external.db'}"
+    code, report = verify_json(db, "claims/external/", capsys=capsys)
+    assert code == 0, [c for c in report["claims"] if not c["ok"]]
+    claims = by_id(report)
+    a_vs_b = claims["phaseA_A_vs_B"]["figures"]
+    assert (a_vs_b["helped"], a_vs_b["hurt"], a_vs_b["ties"]) == (1048, 38, 706)
+    assert f"{a_vs_b['p_value']:.2e}" == "5.72e-257"
+    assert claims["phaseA_B_total"]["figures"]["correct"] == 496
+    assert round(claims["n24_support12_frontier"]["figures"]["frontier"], 2) == 17.93
+    # Tamper with an imported release file's evidence behind the store's back: caught.
+    connection = sqlite3.connect(tmp_path / "external.db")
+    for (trigger,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        connection.execute(f'DROP TRIGGER "{trigger}"')
+    connection.execute("UPDATE evidence SET correct = 1 WHERE arm = 'B' AND correct = 0 AND id = (SELECT MIN(id) FROM evidence WHERE arm = 'B' AND correct = 0)")
+    connection.commit()
+    connection.close()
+    code, report = verify_json(db, "claims/external/", capsys=capsys)
+    assert code == 4
+    assert any("evidence" in problem for problem in report["chain_problems"])
+
+
+def test_verify_names_the_table_for_a_tamper_in_every_table(tmp_path, capsys):
+    """Every domain table, populated by the store's example writer, then one field altered behind its back."""
+    from ledger.store import DOMAIN_TABLES
+    from store_helpers import populate_example
+
+    db_path = tmp_path / "example.db"
+    with open_store(f"sqlite:///{db_path}") as store:
+        populate_example(store)
+    (tmp_path / "noclaims").mkdir()
+    pristine = db_path.read_bytes()
+    for table in DOMAIN_TABLES:
+        db_path.write_bytes(pristine)
+        for suffix in ("-wal", "-shm"):
+            Path(str(db_path) + suffix).unlink(missing_ok=True)
+        connection = sqlite3.connect(db_path)
+        for (trigger,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+            connection.execute(f'DROP TRIGGER "{trigger}"')
+        # recorded_at is in every domain table and in the chain payload: any change must show.
+        changed = connection.execute(
+            f"UPDATE {table} SET recorded_at = recorded_at || 'x' WHERE id = (SELECT MAX(id) FROM {table})"
+        ).rowcount
+        connection.commit()
+        connection.close()
+        assert changed == 1, f"the example writer left {table} empty"
+        code, report = verify_json(f"sqlite:///{db_path}", str(tmp_path / "noclaims"), capsys=capsys)
+        assert code == 4, table
+        assert any(problem.startswith(f"{table} ") or f" {table} " in problem for problem in report["chain_problems"]), (table, report["chain_problems"])

@@ -1,0 +1,79 @@
+"""The embedded default (issue #6): the shipped tiny bases and Phase A in miniature, end to end.
+
+The end-to-end test runs `ledger run protocols/phaseA-tiny.yaml` exactly as the README's
+first command does (minutes on two CPU cores), then `ledger verify` on its claims, and
+checks that the report draws the per-depth curves of all five arms.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ledger.store import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "protocols" / "phaseA-tiny.yaml"
+pytestmark = pytest.mark.models
+
+
+def ledger_cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ledger", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, env=dict(os.environ))
+
+
+class _Images(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.images: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.images.append(dict(attrs).get("src", ""))
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("phaseA-tiny")
+    db = f"sqlite:///{folder / 'ledger.db'}"
+    result = ledger_cli("run", str(TINY), "--db", db, "--out", str(folder / "out"), "--no-progress")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return folder, db, result.stdout
+
+
+def test_phaseA_tiny_runs_end_to_end_and_its_claims_verify(tiny_run):
+    folder, db, stdout = tiny_run
+    for arm in ("A", "E", "B", "C", "D"):
+        assert f"│ {arm}   │ complete" in stdout, stdout
+    verified = ledger_cli("verify", "claims/phaseA-tiny.yaml", "--db", db, "--json")
+    assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
+    report = json.loads(verified.stdout)
+    claims = {v["claim_id"]: v for v in report["claims"]}
+    expected = {c["id"] for c in yaml.safe_load((ROOT / "claims" / "phaseA-tiny.yaml").read_text())["claims"]}
+    assert set(claims) == expected and all(v["integrity"] == "verified" for v in claims.values())
+    with open_store(db) as store:
+        statuses = {row["arm"]: row["status"] for row in store.rows_of("checkpoints")}
+        assert store.verify_chain().ok
+    assert {statuses[arm] for arm in ("A", "E", "B", "C", "D")} == {"promoted"}
+
+
+def test_phaseA_tiny_report_draws_every_arms_per_depth_curve(tiny_run):
+    import re
+
+    folder, _, _ = tiny_run
+    html = (folder / "out" / "report.html").read_text(encoding="utf-8")
+    parser = _Images()
+    parser.feed(html)
+    figure = [src for src in parser.images if src.startswith("figures/accuracy-phasea-eval-")]
+    assert len(figure) == 1 and (folder / "out" / figure[0]).stat().st_size > 10_000
+    caption = re.search(r"Per-depth final accuracy on <code>phaseA_eval</code>, one line per arm: ([^<]+)\.", html)
+    assert caption, "the per-depth accuracy figure of phaseA_eval is missing"
+    plotted = {label.strip().split()[0] for label in caption.group(1).split(",")}
+    assert {"A", "E", "B", "C", "D"} <= plotted, caption.group(1)

@@ -1,0 +1,428 @@
+"""`ledger report`: the HTML report and its figures, read from a real ledger.
+
+The main fixture imports the split-bridge release (claims/external) into a fresh SQLite
+ledger through `verify` (which also records every claim's first outcome), once per module.
+A second, small hand-built ledger (a registered protocol with training stages, gates,
+lineage and latency) covers what the release has not: latency, lineage nesting, gates and
+the training support read from the protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ledger.rows.builder import build_manifests
+from ledger.audit.preregistration import register
+from ledger.spec.loader import load_protocol
+from ledger.report.html import (
+    active_label_grid,
+    report_for_protocol_name,
+    resolve_protocol,
+    rule_chasing_manifests,
+    support_depths_of,
+    write_report,
+)
+from ledger.store import open_store
+from ledger.audit.verify import verify
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+RELEASE = "recurrent-qwen-svgd"
+
+
+# ----------------------------------------------------------------------------- HTML parsing
+
+
+class _Node:
+    def __init__(self, tag: str, attrs: dict[str, str | None], parent: "_Node | None"):
+        self.tag, self.attrs, self.parent = tag, attrs, parent
+        self.children: list[_Node] = []
+        self.text_parts: list[str] = []
+
+    def text(self) -> str:
+        return "".join(self.text_parts) + "".join(child.text() for child in self.children)
+
+    def iter(self, tag: str | None = None):
+        for child in self.children:
+            if tag is None or child.tag == tag:
+                yield child
+            yield from child.iter(tag)
+
+    def find_all(self, tag: str, **attrs: str) -> list["_Node"]:
+        return [
+            node for node in self.iter(tag)
+            if all(node.attrs.get(key.replace("_", "-") if key.startswith("data") else key) == value
+                   for key, value in attrs.items())
+        ]
+
+    def has_class(self, name: str) -> bool:
+        return name in (self.attrs.get("class") or "").split()
+
+
+VOID = {"img", "br", "meta", "link", "hr", "input"}
+
+
+class _TreeBuilder(HTMLParser):
+    """A small DOM from html.parser: enough to walk sections, tables, lists and images."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.root = _Node("#root", {}, None)
+        self.current = self.root
+
+    def handle_starttag(self, tag, attrs):
+        node = _Node(tag, dict(attrs), self.current)
+        self.current.children.append(node)
+        if tag not in VOID:
+            self.current = node
+
+    def handle_startendtag(self, tag, attrs):
+        self.current.children.append(_Node(tag, dict(attrs), self.current))
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        node = self.current
+        while node is not self.root and node.tag != tag:
+            node = node.parent
+        assert node is not self.root, f"unbalanced </{tag}>"
+        self.current = node.parent
+
+    def handle_data(self, data):
+        self.current.text_parts.append(data)
+
+
+def parse_html(path: Path) -> _Node:
+    builder = _TreeBuilder()
+    builder.feed(path.read_text(encoding="utf-8"))
+    builder.close()
+    assert builder.current is builder.root, "unclosed elements in the report"
+    return builder.root
+
+
+def section(root: _Node, section_id: str) -> _Node:
+    found = [node for node in root.iter("section") if node.attrs.get("id") == section_id]
+    assert len(found) == 1, f"section {section_id!r}: {len(found)} found"
+    return found[0]
+
+
+def figure_with_img(scope: _Node, needle: str) -> tuple[_Node, str]:
+    """The <figure> whose <img alt> contains needle, and its image src."""
+    for figure in scope.iter("figure"):
+        images = list(figure.iter("img"))
+        if images and needle in (images[0].attrs.get("alt") or ""):
+            return figure, images[0].attrs["src"]
+    raise AssertionError(f"no figure whose image alt contains {needle!r}")
+
+
+def assert_png(path: Path) -> None:
+    assert path.is_file(), f"{path} missing"
+    data = path.read_bytes()
+    assert len(data) > 1000 and data[:8] == PNG_SIGNATURE, f"{path} is not a PNG"
+
+
+# ----------------------------------------------------------------------------- the released ledger
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory):
+    """The split-bridge release imported and its claims verified (first outcomes recorded)."""
+    tmp = tmp_path_factory.mktemp("report")
+    store = open_store(f"sqlite:///{tmp / 'ledger.db'}")
+    report = verify(store, [ROOT / "claims/external"])
+    assert report.exit_code == 0, report.to_dict()
+    shas, support = resolve_protocol(store, RELEASE)
+    assert support is None  # a release has no training stages
+    html_path = write_report(store, shas, tmp / "out", title="Split bridge, external audit",
+                             support_depths=(1, 8), claim_prefix=RELEASE)
+    yield store, shas, html_path
+    store.close()
+
+
+def test_every_image_is_a_png_next_to_the_report(released):
+    _, _, html_path = released
+    root = parse_html(html_path)
+    sources = [img.attrs.get("src") for img in root.iter("img")]
+    assert sources, "the report has no figures"
+    for src in sources:
+        assert src and src.startswith("figures/") and src.endswith(".png"), src
+        assert_png(html_path.parent / src)
+    # self-contained: no scripts, no remote resources
+    assert not list(root.iter("script")) and not list(root.iter("link"))
+    text = html_path.read_text(encoding="utf-8")
+    assert "http://" not in text and "https://" not in text
+
+
+def test_header_names_the_release_and_the_ledger_head(released):
+    store, shas, html_path = released
+    root = parse_html(html_path)
+    header = next(root.iter("header"))
+    assert "Split bridge, external audit" in next(header.iter("h1")).text()
+    assert shas[0] in header.text()
+    head_root, size = store.head()
+    assert [node.text() for node in header.iter("code") if node.has_class("head-root")] == [head_root]
+    assert [node.text() for node in header.iter("code") if node.has_class("head-size")] == [str(size)]
+
+
+def test_per_depth_accuracy_figure_for_phase_a_names_all_five_arms(released):
+    store, shas, html_path = released
+    accuracy = section(parse_html(html_path), "accuracy")
+    figure, src = figure_with_img(accuracy, "phaseA")
+    assert_png(html_path.parent / src)
+    caption = next(figure.iter("figcaption")).text()
+    named = {arm.strip(" .") for arm in caption.split(":", 1)[1].split(",")}
+    assert {"A", "B", "C", "D", "E"} <= named
+    assert "depth 1-8" in accuracy.text()  # the training support is shaded and said so
+    table = accuracy.find_all("table", data_manifest="phaseA")[0]
+    rows = {tr.attrs["data-arm"]: tr for tr in table.iter("tr") if "data-arm" in tr.attrs}
+    assert {"A", "B", "C", "D", "E"} <= set(rows)
+    # the paper's totals, from the final readings (loop = depth for A/E, loop 0 for B/C/D)
+    totals = {arm: rows[arm].children[2].text() for arm in "ABCDE"}
+    assert totals == {"A": "1506 / 1792", "B": "496 / 1792", "C": "1292 / 1792", "D": "656 / 1792",
+                      "E": "1501 / 1792"}
+    # ARC (multiple choice) is not a rule-chasing manifest: no per-depth figure for it
+    names = {manifest["name"] for manifest in rule_chasing_manifests(store, shas)}
+    assert names == {"phaseA", "persistence"}
+
+
+def test_heatmaps_for_recurrent_arms(released):
+    store, shas, html_path = released
+    heatmaps = section(parse_html(html_path), "heatmaps")
+    _, src = figure_with_img(heatmaps, "arm A on phaseA")
+    assert_png(html_path.parent / src)
+    _, src = figure_with_img(heatmaps, "arm A_anneal on persistence")
+    assert_png(html_path.parent / src)
+    # dense arms (read once, loop 0) get no heatmap
+    assert not [img for img in heatmaps.iter("img") if "arm B " in img.attrs.get("alt", "")]
+
+    # Arm A on phaseA: evidence only at loop = depth, so only the diagonal is filled.
+    phase_a = {m["name"]: m["sha256"] for m in rule_chasing_manifests(store, shas)}
+    grid = active_label_grid(store, shas, phase_a["phaseA"], "A")
+    assert grid.depths == list(range(1, 15)) and grid.loops == list(range(1, 15))
+    for i, depth in enumerate(grid.depths):
+        for j, loop in enumerate(grid.loops):
+            assert (grid.values[i][j] is not None) == (loop == depth)
+    assert grid.values[0][0] == 1.0 and grid.counts[13][13] == 128
+
+    # A_anneal on persistence: loops 1..4 on depths 1..4, blanks above the diagonal only.
+    grid = active_label_grid(store, shas, phase_a["persistence"], "A_anneal")
+    assert grid.depths == [1, 2, 3, 4] and grid.loops == [1, 2, 3, 4]
+    for i, depth in enumerate(grid.depths):
+        for j, loop in enumerate(grid.loops):
+            if loop > depth:
+                assert grid.values[i][j] is None
+            else:
+                assert grid.values[i][j] is not None and grid.counts[i][j] == 64
+    # ... and the same shape in the HTML table under the figure
+    table = [t for t in heatmaps.iter("table") if t.attrs.get("data-arm") == "A_anneal"][0]
+    for tr in table.iter("tr"):
+        if "data-depth" not in tr.attrs:
+            continue
+        depth = int(tr.attrs["data-depth"])
+        for td in tr.iter("td"):
+            loop = int(td.attrs["data-loop"])
+            expected = "above-diagonal" if loop > depth else "active"
+            assert td.attrs["data-cell"] == expected
+            assert (td.text().strip() == "") == (loop > depth)
+
+
+def test_claims_table_has_every_claim_with_its_first_outcome(released):
+    store, _, html_path = released
+    claims = section(parse_html(html_path), "claims")
+    rows = {tr.attrs["data-claim"]: tr for tr in claims.iter("tr") if "data-claim" in tr.attrs}
+    spec = yaml.safe_load((ROOT / "claims/external/recurrent-qwen-svgd.yaml").read_text(encoding="utf-8"))
+    expected = {f"{RELEASE}/{claim['id']}" for claim in spec["claims"]}
+    assert len(expected) == 13 and set(rows) == expected
+    for claim_id, tr in rows.items():
+        first = store.first_outcome(claim_id)
+        assert tr.attrs["data-outcome"] == first["outcome"] == "supported"
+        cells = [td.text() for td in tr.iter("td")]
+        statement = [c for c in spec["claims"] if f"{RELEASE}/{c['id']}" == claim_id][0]["statement"]
+        assert statement in cells
+    a_vs_b = [td.text() for td in rows[f"{RELEASE}/phaseA_A_vs_B"].iter("td")]
+    assert "helped = 1048" in a_vs_b[5] and "hurt = 38" in a_vs_b[5]
+    assert a_vs_b[6] == "5.72e-257"
+    assert "frontier = 11.61" in [td.text() for td in rows[f"{RELEASE}/phaseA_A_frontier"].iter("td")][5]
+
+
+def test_lineage_lists_every_imported_checkpoint(released):
+    store, _, html_path = released
+    lineage = section(parse_html(html_path), "lineage")
+    listed = {li.attrs["data-sha"] for li in lineage.iter("li") if li.has_class("checkpoint")}
+    recorded = {row["sha256"] for row in store.rows_of("checkpoints")}
+    assert listed == recorded and len(listed) == 19
+
+
+def test_report_is_deterministic(released, tmp_path):
+    """Writing the report again (elsewhere) gives the same HTML and the same PNG bytes."""
+    store, shas, html_path = released
+    again = write_report(store, shas, tmp_path / "again", title="Split bridge, external audit",
+                         support_depths=(1, 8), claim_prefix=RELEASE)
+    assert again.read_bytes() == html_path.read_bytes()
+    figures = sorted((html_path.parent / "figures").glob("*.png"))
+    assert [png.name for png in figures] == sorted(png.name for png in (again.parent / "figures").glob("*.png"))
+    for png in figures:
+        assert (again.parent / "figures" / png.name).read_bytes() == png.read_bytes(), png.name
+
+
+def test_report_module_does_not_import_torch():
+    code = "import sys, ledger.report.html; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
+
+
+# ----------------------------------------------------------------------------- a hand-built protocol
+
+PROTOCOL = """\
+name: tiny-report
+version: 1
+description: A small protocol with training stages, gates and latency, for the report.
+seed: 11
+bases:
+  tiny: {source: ./weights/tiny, dtype: float32, num_layers: 4}
+manifests:
+  - {id: train, role: train, generator: rule_chasing, alphabet: N16, depths: [1, 3], rows_per_depth: 4, seed: 11, split: train}
+  - {id: eval, role: eval, generator: rule_chasing, alphabet: N16, depths: [1, 4], rows_per_depth: 6, seed: 11, split: test}
+arms:
+  - id: A
+    kind: recurrent
+    base: tiny
+    surgery: {split: [1, 3]}
+    bridge: {kind: split}
+    budget: {kind: full_block}
+    stages:
+      - {id: install, objective: intermediate, manifest: train, steps: 10, batch_size: 2, optimizer: {lr: 1.0e-4}, recurrence: {kind: forced}}
+    evaluation: {manifests: [eval]}
+  - id: B
+    kind: dense
+    base: tiny
+    evaluation: {manifests: [eval]}
+claims: [claims.yaml]
+"""
+
+CLAIMS = """\
+protocol: tiny-report
+correction: none
+claims:
+  - {id: A_accurate, statement: A is accurate on eval., statistic: accuracy, arm: A, manifest: eval, threshold: 0.5}
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tiny")
+    (tmp / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
+    (tmp / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
+    store = open_store(f"sqlite:///{tmp / 'ledger.db'}")
+    register(store, tmp / "protocol.yaml")
+    protocol = load_protocol(tmp / "protocol.yaml")
+    manifest = build_manifests(protocol)["eval"]
+    sha = protocol.sha256
+    base = store.add_checkpoint(sha256="b" * 64, arm="base", status="promoted", stage="base")
+    train_run = store.add_run(run_id="train-A", kind="train", protocol_sha256=sha, arm="A")
+    installed = store.add_checkpoint(
+        sha256="1" * 64, arm="A", status="promoted", parent_sha256=base, run_id=train_run, stage="install",
+        gate_results=[{"gate": "installation", "passed": True, "metric": "active_label_accuracy", "value": 0.95,
+                       "threshold": 0.9, "comparison": ">=", "action": "stop"}],
+    )
+    store.add_checkpoint(
+        sha256="2" * 64, arm="A", status="failed", parent_sha256=installed, run_id=train_run, stage="anneal",
+        gate_results=[{"gate": "tier1", "passed": False, "metric": "tier1_drop", "value": 0.0625,
+                       "threshold": 0.03, "comparison": "<=", "action": "stop"}],
+    )
+    store.add_checkpoint(sha256="3" * 64, arm="A", status="exploratory", parent_sha256=base, run_id=train_run,
+                         stage="lr-probe")
+    dense = store.add_checkpoint(sha256="4" * 64, arm="B", status="promoted", parent_sha256=base, stage="sft",
+                                 run_id=store.add_run(run_id="train-B", kind="train", protocol_sha256=sha, arm="B"))
+    eval_run = store.add_run(run_id="eval", kind="eval", protocol_sha256=sha)
+    evidence = []
+    for i, row in enumerate(manifest.rows):
+        for loop in range(1, row.depth + 1):
+            evidence.append({
+                "run_id": eval_run, "manifest_sha256": manifest.sha256, "row_id": row.row_id, "arm": "A",
+                "checkpoint_sha256": installed, "loop": loop, "prediction": row.answer,
+                "correct": not (loop == row.depth == 4 and i % 2 == 0),
+                "latency_ms": 10.0 * loop + i % 3 if loop == row.depth else None,
+            })
+        evidence.append({
+            "run_id": eval_run, "manifest_sha256": manifest.sha256, "row_id": row.row_id, "arm": "B",
+            "checkpoint_sha256": dense, "loop": 0, "prediction": row.answer, "correct": row.depth <= 2,
+        })
+    store.add_evidence(evidence)
+    out = report_for_protocol_name(store, "tiny-report", tmp / "out")
+    yield store, protocol, out
+    store.close()
+
+
+def test_support_depths_come_from_the_training_stages(tiny):
+    store, protocol, out = tiny
+    assert support_depths_of(protocol.canonical()) == (1, 3)
+    assert resolve_protocol(store, "tiny-report") == ((protocol.sha256,), (1, 3))
+    accuracy = section(parse_html(out), "accuracy")
+    assert "training support, depth 1-3" in accuracy.text()
+    _, src = figure_with_img(accuracy, "per-depth accuracy on eval")
+    assert_png(out.parent / src)
+    # the train manifest holds no evidence and is a training manifest: never plotted
+    assert {m["name"] for m in rule_chasing_manifests(store, (protocol.sha256,))} == {"eval"}
+    with pytest.raises(LookupError):
+        resolve_protocol(store, "no-such-protocol")
+
+
+def test_latency_figure_and_arms_without_latency(tiny):
+    _, _, out = tiny
+    latency = section(parse_html(out), "latency")
+    figure, src = figure_with_img(latency, "accuracy vs latency on eval")
+    assert_png(out.parent / src)
+    assert "A" in next(figure.iter("figcaption")).text()
+    skipped = [p.text() for p in latency.iter("p") if p.has_class("latency-skipped")]
+    assert skipped == ["No latency recorded (not plotted) for: B."]
+
+
+def test_lineage_nests_children_under_parents_with_gates(tiny):
+    _, _, out = tiny
+    lineage = section(parse_html(out), "lineage")
+    nodes = {li.attrs["data-sha"]: li for li in lineage.iter("li") if li.has_class("checkpoint")}
+    assert set(nodes) == {"b" * 64, "1" * 64, "2" * 64, "3" * 64, "4" * 64}
+
+    def parent_checkpoint(li):
+        node = li.parent
+        while node is not None and not (node.tag == "li" and node.has_class("checkpoint")):
+            node = node.parent
+        return node.attrs["data-sha"] if node is not None else None
+
+    assert parent_checkpoint(nodes["b" * 64]) is None
+    assert parent_checkpoint(nodes["1" * 64]) == "b" * 64
+    assert parent_checkpoint(nodes["2" * 64]) == "1" * 64
+    assert parent_checkpoint(nodes["3" * 64]) == "b" * 64
+    assert {sha: li.attrs["data-status"] for sha, li in nodes.items()} == {
+        "b" * 64: "promoted", "1" * 64: "promoted", "2" * 64: "failed", "3" * 64: "exploratory", "4" * 64: "promoted"}
+    failed_gate = [li for li in nodes["2" * 64].iter("li") if li.has_class("gate")]
+    assert len(failed_gate) == 1
+    text = failed_gate[0].text()
+    assert "tier1" in text and "0.0625" in text and "<= 0.03" in text and "FAILED" in text and "stop" in text
+    passed_gate = [li for li in nodes["1" * 64].children if li.tag == "ul"][0]
+    assert "0.95 >= 0.9" in passed_gate.text() and "passed" in passed_gate.text()
+
+
+def test_unevaluated_claim_and_heatmap_of_a_hand_built_ledger(tiny):
+    store, protocol, out = tiny
+    root = parse_html(out)
+    claims = section(root, "claims")
+    rows = [tr for tr in claims.iter("tr") if "data-claim" in tr.attrs]
+    assert [tr.attrs["data-claim"] for tr in rows] == ["tiny-report/A_accurate"]
+    assert rows[0].attrs["data-outcome"] == "not evaluated" and "not evaluated" in rows[0].text()
+    manifest = rule_chasing_manifests(store, (protocol.sha256,))[0]["sha256"]
+    grid = active_label_grid(store, (protocol.sha256,), manifest, "A")
+    assert grid.values[3] == [1.0, 1.0, 1.0, 0.5]  # depth 4, loop 4: half the rows wrong
+    assert grid.values[0] == [1.0, None, None, None]
+    assert active_label_grid(store, (protocol.sha256,), manifest, "B") is None
+    heatmaps = section(root, "heatmaps")
+    _, src = figure_with_img(heatmaps, "arm A on eval")
+    assert_png(out.parent / src)
+    assert json.loads(json.dumps(grid.counts))[3] == [6, 6, 6, 6]

@@ -1,0 +1,168 @@
+"""The embedded default (issue #6), everything but the end-to-end run: the shipped tiny
+bases and their recipes, the tuning twin, the longer protocol, `ledger params` on them.
+
+Kept apart from tests/e2e/test_phaseA_tiny.py (the end-to-end run, minutes long) so that the
+two pytest-xdist workers of the README's test command run them side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ledger.spec.loader import load_protocol
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "protocols" / "phaseA-tiny.yaml"
+TUNING = ROOT / "protocols" / "phaseA-tiny-tuning.yaml"
+LONG = ROOT / "protocols" / "phaseA-tiny-long.yaml"
+LONG_TUNING = ROOT / "protocols" / "phaseA-tiny-long-tuning.yaml"
+pytestmark = pytest.mark.models
+
+
+def ledger_cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ledger", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, env=dict(os.environ))
+
+
+SHIPPED = [(protocol, name) for protocol in (TINY, LONG, LONG_TUNING) for name in load_protocol(protocol).bases]
+
+
+@pytest.mark.parametrize("protocol,name", SHIPPED, ids=[f"{p.stem}-{n}" for p, n in SHIPPED])
+def test_shipped_base_matches_its_record_and_the_protocol(protocol, name):
+    from arms.bases.pretrain import verify_base_hash
+
+    spec = load_protocol(protocol).bases[name]
+    folder = (protocol.parent / spec.source).resolve()
+    assert folder.parent == ROOT / "bases"
+    assert verify_base_hash(folder, expected=spec.sha256) == spec.sha256  # file == SHA256 record == protocol
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    assert summary["model_sha256"] == spec.sha256 and summary["steps"] == summary["recipe_steps"]
+    recipe = ROOT / "bases" / f"{folder.name}.recipe.yaml"
+    assert (folder / "recipe.yaml").read_bytes() == recipe.read_bytes()  # the recipe in bases/ made it
+    log = [json.loads(line) for line in (folder / "train.log").read_text(encoding="utf-8").splitlines()]
+    assert log[0]["event"] == "start" and log[-1]["event"] == "end" and log[-1]["model_sha256"] == spec.sha256
+    init_from = yaml.safe_load(recipe.read_text()).get("init_from")
+    if init_from:  # continued from another shipped base: the log names that base's hash
+        assert log[0]["init_from_sha256"] == init_from["sha256"]
+        assert verify_base_hash(ROOT / "bases" / init_from["path"], expected=init_from["sha256"])
+
+
+@pytest.mark.parametrize("base", ["tiny-base", "tiny-base-v2"])
+def test_pretrain_base_with_the_shipped_recipe_reproduces_the_first_logged_steps(tmp_path, base):
+    """Same code path, same recipe: the first logged losses equal the shipped training log's
+    (tiny-base from scratch; tiny-base-v2 continued from tiny-base through init_from)."""
+    import math
+
+    from arms.bases.pretrain import load_recipe, pretrain_base
+
+    recipe_path = ROOT / "bases" / f"{base}.recipe.yaml"
+    steps = load_recipe(recipe_path).log_every
+    summary = pretrain_base(recipe_path, tmp_path / "again", max_steps=steps, progress=False)
+    assert summary["steps"] == steps and math.isfinite(summary["final_loss"])
+    ours = [json.loads(line) for line in (tmp_path / "again" / "train.log").read_text().splitlines()]
+    shipped = [json.loads(line) for line in (ROOT / "bases" / base / "train.log").read_text().splitlines()]
+    first = next(r for r in ours if r["event"] == "train" and r["step"] == steps)
+    recorded = next(r for r in shipped if r["event"] == "train" and r["step"] == steps)
+    assert first["loss"] == pytest.approx(recorded["loss"], rel=1e-3)
+    assert first["loss_by_kind"] == pytest.approx(recorded["loss_by_kind"], rel=1e-3)
+
+
+def test_tuning_protocol_is_exploratory_and_never_reads_the_frozen_evaluation():
+    from ledger.rows.builder import build_manifests
+
+    tuning, tiny = load_protocol(TUNING), load_protocol(TINY)
+    assert tuning.purpose == "exploratory" and tiny.purpose == "confirmatory"
+    tuned_rows = {row.sha256 for m in build_manifests(tuning).values() for row in m.rows}
+    frozen = {row.sha256 for row in build_manifests(tiny)["phaseA_eval"].rows}
+    assert not tuned_rows & frozen
+    # what was tuned is what is frozen: arms, bases and training are the same
+    assert [a.model_dump() for a in tuning.arms] == [
+        a.model_dump() | {"evaluation": a.evaluation.model_dump() | {"manifests": ["tune"]}} for a in tiny.arms
+    ]
+    assert tuning.bases == tiny.bases
+
+
+
+def _without(arm, *keys):
+    return {k: v for k, v in arm.model_dump().items() if k not in keys}
+
+
+def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_own_rows():
+    from ledger.rows.builder import build_manifest, build_manifests
+    from ledger.spec.protocol import LrSchedule
+
+    tiny, long = load_protocol(TINY), load_protocol(LONG)
+    assert long.purpose == "confirmatory" and long.gates == tiny.gates and long.version == 3
+    # the bases, by recorded hash: A/E/B/C's is tiny-base grown to 8 layers; D's is that grown to 16
+    recipes = {name: yaml.safe_load((ROOT / "bases" / f"{Path(long.bases[name].source).name}.recipe.yaml").read_text())
+               for name in ("tiny", "tiny_large")}
+    assert recipes["tiny"]["init_from"]["sha256"] == tiny.bases["tiny"].sha256
+    assert recipes["tiny_large"]["init_from"]["sha256"] == long.bases["tiny"].sha256
+    assert long.bases["tiny_large"].num_layers == 2 * long.bases["tiny"].num_layers
+    cosine = LrSchedule(kind="cosine", warmup_steps=50, min_lr_ratio=0.1)
+    for short_arm, long_arm in zip(tiny.arms, long.arms, strict=True):
+        changed = ("stages", "description") + (("surgery", "bridge") if long_arm.kind == "recurrent" else ())
+        assert _without(short_arm, *changed) == _without(long_arm, *changed)
+        if long_arm.kind == "recurrent":  # the larger block, answer-only re-entry (not the paper's bridge)
+            assert long_arm.surgery.split == (2, 6) and long_arm.bridge.reentry == "answer"
+            assert long_arm.bridge.model_copy(update={"reentry": "all"}) == short_arm.bridge
+        for a, b in zip(short_arm.stages, long_arm.stages, strict=True):  # more steps, a schedule, nothing else
+            assert b.steps > a.steps and b.optimizer.schedule == cosine
+            assert a.model_copy(update={"steps": 0}) == b.model_copy(
+                update={"steps": 0, "optimizer": b.optimizer.model_copy(update={"schedule": None})})
+    frozen_long = {row.sha256 for row in build_manifests(long)["phaseA_eval"].rows}
+    seen_before = {row.sha256 for path in (TINY, TUNING, LONG_TUNING) for m in build_manifests(load_protocol(path)).values()
+                   for row in m.rows}
+    # the frozen rows of versions 1 and 2 (splits testlong, testlong2), read by their runs
+    frozen_spec = next(m for m in long.manifests if m.id == "phaseA_eval")
+    for split in ("testlong", "testlong2"):
+        seen_before |= {row.sha256 for row in build_manifest(frozen_spec.model_copy(update={"split": split})).rows}
+    assert len(frozen_long) == 14 * 64 and not frozen_long & seen_before
+    long_rows = build_manifests(long)
+    assert len(long_rows["train"].rows) == 8 * 4096 and len(long_rows["train_short"].rows) == 4 * 4096
+    claims = [yaml.safe_load((ROOT / "claims" / f"{name}.yaml").read_text()) for name in ("phaseA-tiny", "phaseA-tiny-long")]
+    assert claims[0]["claims"] == claims[1]["claims"] and claims[1]["protocol"] == "phaseA-tiny-long"
+
+
+def test_long_tuning_is_exploratory_and_its_chosen_variants_are_what_the_long_protocol_froze():
+    tuning, long = load_protocol(LONG_TUNING), load_protocol(LONG)
+    assert tuning.purpose == "exploratory" and tuning.claims == []
+    assert not [m for m in tuning.manifests if m.role == "eval"]
+    assert tuning.bases["tiny_large"] == long.bases["tiny"]
+    tuned = {arm.id: arm for arm in tuning.arms}
+    for variant, frozen_id in (("A_large_cosine_answer", "A"), ("E_large_cosine_answer", "E")):
+        frozen = next(arm for arm in long.arms if arm.id == frozen_id)
+        chosen = tuned[variant].model_copy(update={"id": frozen_id, "base": frozen.base, "description": frozen.description,
+                                                   "evaluation": frozen.evaluation})
+        assert chosen == frozen, variant
+    # the rejected variants differ by one thing each: the paper's bridge; the 2-layer block; no schedule
+    paper = tuned["A_large_cosine"]
+    assert paper.bridge.reentry == "all" and paper.stages == tuned["A_large_cosine_answer"].stages
+    assert tuned["A_cosine_answer"].surgery.split == (1, 3) and tuned["A_cosine_answer"].base == "tiny"
+    plain = tuned["A"]
+    assert [s.optimizer.schedule for s in plain.stages] == [None] * len(plain.stages)
+    assert [s.model_copy(update={"optimizer": s.optimizer.model_copy(update={"schedule": None})})
+            for s in tuned["A_cosine"].stages] == list(plain.stages)
+
+
+def test_params_reads_the_shipped_bases_by_their_relative_path():
+    result = ledger_cli("params", "protocols/phaseA-tiny.yaml", "--loops", "1,8")
+    assert result.returncode == 0, result.stderr
+    assert "633,984" in result.stdout and "1,224,832" in result.stdout  # tiny and tiny_large, read from bases/
+
+
+def test_params_says_what_answer_only_reentry_costs_with_a_cache():
+    result = ledger_cli("params", "protocols/phaseA-tiny-long.yaml", "--loops", "1,8")
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "1,225,856" in text and "2,409,600" in text  # tiny-base-large-v2 and tiny-base-xl
+    assert "A, E: answer-only re-entry" in text and "the prompt costs 1.00x" in text
+    default = ledger_cli("params", "protocols/phaseA-tiny.yaml", "--loops", "1,8")
+    assert "answer-only" not in default.stdout

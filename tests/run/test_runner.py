@@ -1,0 +1,230 @@
+"""`ledger run`: the smoke protocol end to end, resume after SIGKILL, hard stops, determinism, missing weights."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ledger.cli.main import main
+from ledger.store import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "protocols" / "smoke.yaml"
+PHASE_A = ROOT / "protocols" / "phaseA.yaml"
+pytestmark = pytest.mark.models
+
+
+def ledger_cli(*args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ledger", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def digest(db: Path) -> tuple[int, str]:
+    from ledger.spec.loader import load_protocol
+    from ledger.run.runner import evidence_digest
+
+    with open_store(f"sqlite:///{db}") as store:
+        return evidence_digest(store, load_protocol(SMOKE).sha256)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """One uninterrupted run of the smoke protocol (timed, for the SIGKILL test)."""
+    folder = tmp_path_factory.mktemp("reference")
+    started = time.monotonic()
+    result = ledger_cli("run", str(SMOKE), "--db", f"sqlite:///{folder / 'ledger.db'}", "--out", str(folder / "out"),
+                        "--no-progress")
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder, elapsed, result.stdout
+
+
+def test_smoke_runs_end_to_end_and_verifies(reference):
+    folder, _, stdout = reference
+    for arm in ("A", "E", "B", "C"):
+        assert f"│ {arm}   │ complete" in stdout, stdout
+    verified = ledger_cli("verify", "claims/smoke.yaml", "--db", f"sqlite:///{folder / 'ledger.db'}")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    log = (folder / "out" / "run.log").read_text(encoding="utf-8")
+    assert "arm A stage install" in log and "loss" in log
+    with open_store(f"sqlite:///{folder / 'ledger.db'}") as store:
+        statuses = {row["arm"]: row["status"] for row in store.rows_of("checkpoints")}
+        kinds = {row["gate"] for row in store.rows_of("gate_results")}
+        tokens = store.query("SELECT COUNT(*) AS n FROM evidence WHERE arm = 'C' AND tokens_generated > 0").records()
+        latency = store.query("SELECT COUNT(*) AS n FROM evidence WHERE latency_ms > 0").records()
+        loops = store.query("SELECT MAX(loop) AS m FROM evidence WHERE arm = 'A'").records()
+        assert store.verify_chain().ok
+    assert set(statuses.values()) == {"promoted"}
+    assert {"installation", "tier1", "floor", "fisher_A_vs_B", "paired_A_vs_B"} <= kinds
+    assert tokens[0]["n"] > 0 and latency[0]["n"] > 0
+    assert loops[0]["m"] == 5  # every loop up to the deepest row read in one pass
+
+
+def test_report_references_existing_figures_and_every_claim(reference):
+    folder, _, _ = reference
+    html_path = folder / "out" / "report.html"
+    parser = _Collect()
+    parser.feed(html_path.read_text(encoding="utf-8"))
+    assert parser.images, "the report has no figures"
+    for source in parser.images:
+        png = html_path.parent / source
+        assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", source
+    for claim in ("A_gate_recorded", "E_tier1_recorded", "A_accuracy_defined", "C_accuracy_defined"):
+        assert claim in parser.text, claim
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.images, self.text = [], ""
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.images.append(dict(attrs)["src"])
+
+    def handle_data(self, data):
+        self.text += data
+
+
+def test_same_protocol_and_seed_twice_gives_identical_evidence(reference, tmp_path):
+    folder, _, _ = reference
+    again = ledger_cli("run", str(SMOKE), "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--out", str(tmp_path / "out"),
+                       "--no-progress")
+    assert again.returncode == 0, again.stderr[-3000:]
+    first, second = digest(folder / "ledger.db"), digest(tmp_path / "ledger.db")
+    assert first == second and first[0] > 0
+
+
+def test_sigkill_then_resume_gives_the_uninterrupted_evidence(reference, tmp_path):
+    folder, elapsed, _ = reference
+    db = tmp_path / "ledger.db"
+    args = ["run", str(SMOKE), "--db", f"sqlite:///{db}", "--out", str(tmp_path / "out"), "--no-progress"]
+    delay = random.Random().uniform(0.25, 0.8) * elapsed
+    process = subprocess.Popen([sys.executable, "-m", "ledger", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    time.sleep(delay)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    refused = ledger_cli(*args)  # without --resume an interrupted arm is not silently re-run
+    if db.exists() and "already run" in refused.stderr:
+        assert refused.returncode == 3
+    resumed = ledger_cli(*args, "--resume")
+    assert resumed.returncode == 0, f"killed after {delay:.1f}s: {resumed.stderr[-3000:]}"
+    assert digest(db) == digest(folder / "ledger.db"), f"killed after {delay:.1f}s"
+    with open_store(f"sqlite:///{db}") as store:
+        assert store.verify_chain().ok
+        assert store.query("PRAGMA integrity_check").records()[0]["integrity_check"] == "ok"
+
+
+def test_arms_run_as_separate_commands_judge_the_claims_only_once_every_arm_has_finished(tmp_path):
+    """`--arms A` then `--arms E,B,C` into one ledger (as two processes would): the first judges
+    no claim (E and C have not run), the second judges them all, on final checkpoints only."""
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    first = ledger_cli("run", str(SMOKE), "--db", db, "--out", str(tmp_path / "out"), "--arms", "A", "--no-progress")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "claims not judged yet: arm(s) E, B, C" in " ".join(first.stdout.split())
+    with open_store(db) as store:
+        assert store.rows_of("claim_outcomes") == []
+    rest = ledger_cli("run", str(SMOKE), "--db", db, "--out", str(tmp_path / "out"), "--arms", "E,B,C", "--no-progress")
+    assert rest.returncode == 0, rest.stdout + rest.stderr
+    assert "claims not judged yet" not in rest.stdout and "preregistered claims" in rest.stdout
+    with open_store(db) as store:
+        assert len(store.rows_of("claim_outcomes")) == len(yaml.safe_load(
+            (ROOT / "claims" / "smoke.yaml").read_text(encoding="utf-8"))["claims"])
+
+
+def test_planted_tier1_regression_is_a_hard_stop_and_the_lineage_is_refused(tmp_path):
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    args = ["run", str(SMOKE), "--db", db, "--out", str(tmp_path / "out"), "--arms", "A", "--no-progress"]
+    stopped = ledger_cli(*args, env={"LEDGER_FAULT_INJECTION": "tier1_regression:A"})
+    assert stopped.returncode == 3, stopped.stdout + stopped.stderr
+    assert "hard_stop" in stopped.stdout and "tier1" in stopped.stdout
+    with open_store(db) as store:
+        (failed,) = store.rows_of("checkpoints", arm="A")
+        gates = {row["gate"]: row for row in store.rows_of("gate_results", checkpoint_sha256=failed["sha256"])}
+    assert failed["status"] == "failed" and not gates["tier1"]["passed"] and gates["tier1"]["action"] == "stop"
+    # --resume of the failed lineage is refused, naming the gate.
+    resumed = ledger_cli(*args, "--resume")
+    assert resumed.returncode == 3 and "tier1" in resumed.stderr, resumed.stderr
+    # So is a new protocol that continues from the failed checkpoint.
+    text = SMOKE.read_text(encoding="utf-8").replace("name: smoke", "name: smoke-continued")
+    text = text.replace("    base: tiny\n    surgery: {split: [1, 3]}\n    bridge: {kind: split}\n    budget: {kind: full_block}",
+                        f"    base: tiny\n    init_checkpoint: {failed['sha256']}\n    surgery: {{split: [1, 3]}}\n"
+                        "    bridge: {kind: split}\n    budget: {kind: full_block}", 1)
+    text = text.replace("claims:\n  - ../claims/smoke.yaml\n", "")
+    continued = tmp_path / "continued.yaml"
+    continued.write_text(text, encoding="utf-8")
+    refused = ledger_cli("run", str(continued), "--db", db, "--out", str(tmp_path / "out2"), "--arms", "A", "--no-progress")
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "failed gate tier1" in refused.stderr and failed["sha256"][:12] in refused.stderr
+
+
+def test_phase_a_without_local_weights_stops_at_once_and_writes_nothing(tmp_path):
+    db = tmp_path / "ledger.db"
+    out = tmp_path / "out"
+    result = ledger_cli("run", str(PHASE_A), "--db", f"sqlite:///{db}", "--out", str(out),
+                        env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}, timeout=300)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Qwen/Qwen2.5-0.5B-Instruct" in result.stderr and "local" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not db.exists() and not out.exists()
+
+
+def _exploratory_smoke(tmp_path: Path) -> Path:
+    """The smoke protocol as a tuning run: its evaluation manifest becomes a dev manifest, no claims."""
+    text = SMOKE.read_text(encoding="utf-8").replace("name: smoke\n", "name: smoke-tuning\npurpose: exploratory\n", 1)
+    text = text.replace("{id: eval, role: eval,", "{id: eval, role: dev,", 1).replace("claims:\n  - ../claims/smoke.yaml\n", "")
+    path = tmp_path / "smoke-tuning.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_an_exploratory_run_records_exploratory_checkpoints_that_nothing_confirmatory_may_continue(tmp_path):
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    tuning = _exploratory_smoke(tmp_path)
+    ran = ledger_cli("run", str(tuning), "--db", db, "--out", str(tmp_path / "out"), "--arms", "B", "--no-progress")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    with open_store(db) as store:
+        (checkpoint,) = store.rows_of("checkpoints", arm="B")
+        names = store.query(
+            "SELECT DISTINCT m.name AS name FROM evidence e JOIN manifests m ON m.sha256 = e.manifest_sha256 "
+            "WHERE e.arm = 'B'").records()
+    assert checkpoint["status"] == "exploratory"
+    assert {row["name"] for row in names} == {"eval"}  # the tuning protocol's dev manifest of that name
+    text = SMOKE.read_text(encoding="utf-8").replace("name: smoke", "name: smoke-from-tuning")
+    text = text.replace("seed: 11, split: test}", "seed: 11, split: fresh}", 1)  # an unseen evaluation manifest
+    text = text.replace("  - id: B\n    kind: dense\n    base: tiny\n",
+                        f"  - id: B\n    kind: dense\n    base: tiny\n    init_checkpoint: {checkpoint['sha256']}\n", 1)
+    text = text.replace("claims:\n  - ../claims/smoke.yaml\n", "")
+    continued = tmp_path / "continued.yaml"
+    continued.write_text(text, encoding="utf-8")
+    refused = ledger_cli("run", str(continued), "--db", db, "--out", str(tmp_path / "out2"), "--arms", "B", "--no-progress")
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "exploratory" in refused.stderr and checkpoint["sha256"][:12] in refused.stderr
+    # The tuning run read the rows of smoke's evaluation manifest (same seed and split):
+    # smoke can no longer be preregistered with them as its frozen evaluation.
+    peeked = ledger_cli("register", str(SMOKE), "--db", db)
+    assert peeked.returncode != 0 and "not fresh" in peeked.stderr and "smoke-tuning" in peeked.stderr, peeked.stderr
+
+
+def test_an_exploratory_protocol_may_not_hold_an_evaluation_manifest_or_claims(tmp_path):
+    from ledger.spec.loader import ProtocolError, load_protocol
+
+    text = SMOKE.read_text(encoding="utf-8").replace("name: smoke\n", "name: smoke-tuning\npurpose: exploratory\n", 1)
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ProtocolError) as caught:
+        load_protocol(path)
+    message = str(caught.value)
+    assert "manifest 'eval' has role 'eval'" in message and "preregisters no claims" in message
