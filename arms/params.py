@@ -13,8 +13,9 @@ from pathlib import Path
 
 import torch
 
-from arms.model.accounting import adapter_budget, count_parameters, full_block_budget, surgery_cost_ratio
+from arms.model.accounting import count_parameters, surgery_cost_ratio
 from arms.bases.loading import BaseModelNotFound, _how_to, qwen25_05b_config
+from ledger.spec.arms import ARM_KINDS, BUDGETS
 
 
 def qwen25_15b_config(**overrides):
@@ -37,9 +38,13 @@ KNOWN_SHAPES = {
 
 
 def base_config(source: str):
-    """The config of a base: local path or HF cache first, then the shapes known offline."""
+    """The config of a base: built-in, local path or HF cache first, then the shapes known offline."""
     from transformers import AutoConfig
 
+    if source.startswith("builtin:"):
+        from arms.bases.builtin import builtin_config
+
+        return builtin_config(source)
     try:
         return AutoConfig.from_pretrained(source, local_files_only=True)
     except (OSError, ValueError):
@@ -74,7 +79,7 @@ def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[Ar
     against `protocol_dir` (the file's folder), as `ledger run` resolves it.
     """
     from arms.model.recurrent import RecurrentLM
-    from ledger.spec.protocol import base_location
+    from ledger.spec.bases import base_location
 
     models = {}
     results = []
@@ -86,28 +91,13 @@ def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[Ar
         model = models[arm.base]
         unique = count_parameters(model)
         non_embedding = count_parameters(model, exclude_embeddings=True)
-        if arm.kind == "dense":
-            results.append(ArmParams(arm.id, "dense", arm.base, unique, non_embedding, unique, "full fine-tune", {}))
+        if not ARM_KINDS[arm.kind].every_loop:  # a dense arm fine-tunes every tensor
+            results.append(ArmParams(arm.id, arm.kind, arm.base, unique, non_embedding, unique, "full fine-tune", {}))
             continue
-        surgery = arm.surgery
         with torch.device("meta"):
-            recurrent = RecurrentLM.build(
-                model,
-                split=tuple(surgery.split) if surgery.split else None,
-                tuple_=tuple(surgery.tuple_) if surgery.tuple_ else None,
-                bridge=arm.bridge.kind,
-                state_norm=getattr(arm.bridge, "state_norm", False),
-                reentry=getattr(arm.bridge, "reentry", "all"),
-            )
-        bridge = recurrent.bridge
+            recurrent = RecurrentLM.from_spec(model, arm)
         cost = {t: surgery_cost_ratio(recurrent.surgery, t) for t in loops}
-        if arm.budget.kind == "full_block":
-            trainable = full_block_budget(recurrent.surgery, bridge)
-            bridge_n = count_parameters(bridge) if bridge is not None else 0
-            detail = f"block {trainable - bridge_n:,} + bridge {bridge_n:,}"
-        else:
-            budget = adapter_budget(recurrent.surgery, bridge, r=arm.budget.rank, targets=arm.budget.targets)
-            trainable = budget["total"]
-            detail = f"LoRA r={arm.budget.rank} {budget['lora']:,} on {budget['lora_modules']} modules + bridge {budget['bridge']:,}"
-        results.append(ArmParams(arm.id, "recurrent", arm.base, unique, non_embedding, trainable, detail, cost))
+        count = BUDGETS.resolve(arm.budget.kind, "counter")
+        trainable, detail = count(recurrent.surgery, recurrent.bridge, arm.budget)
+        results.append(ArmParams(arm.id, arm.kind, arm.base, unique, non_embedding, trainable, detail, cost))
     return results

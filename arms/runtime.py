@@ -9,6 +9,7 @@ generator per stage), so a stage re-run after a crash reproduces itself bit for 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import statistics
 import time
@@ -19,10 +20,13 @@ from typing import Any, Callable, Sequence
 import torch
 from safetensors.torch import load_file, save_file
 
+from arms.train.step import TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.reader.shared import Reader
+from ledger.spec.arms import ARM_KINDS, BUDGETS, OBJECTIVES
 
 ProgressFn = Callable[[int, float], None]
+__all__ = ["ArmRuntime", "DenseRuntime", "Reading", "RecurrentRuntime", "TrainingDiverged", "build_runtime"]
 
 
 @dataclass
@@ -37,10 +41,6 @@ class Reading:
     latency_ms: float | None = None
     tokens_generated: int | None = None
     text: str | None = None
-
-
-class TrainingDiverged(RuntimeError):
-    """The loss stopped being finite: the stage failed."""
 
 
 def derived_seed(*parts: Any) -> int:
@@ -120,14 +120,9 @@ class ArmRuntime:
             batch = draw_batch(rows, stage.batch_size, *seed_parts, step)
             if schedule is not None:
                 optimizer.set_lr_scale(schedule.scale(step, stage.steps))
-            optimizer.zero_grad()
-            loss = self.loss(batch, stage, step)
-            loss_value = float(loss.detach())
-            if not math.isfinite(loss_value):
-                raise TrainingDiverged(f"stage {stage.id}: loss is {loss_value} at step {step}")
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-            optimizer.step()
+            loss_value = take_step(
+                optimizer, functools.partial(self.loss, batch, stage, step), trainable, where=f"stage {stage.id}, step {step}: "
+            ).loss
             if progress is not None:
                 progress(step, loss_value)
         self.model.eval()
@@ -164,25 +159,9 @@ class RecurrentRuntime(ArmRuntime):
     def __init__(self, base_model, tokenizer, reader: Reader, arm: Any):
         from arms.model.recurrent import RecurrentLM
 
-        surgery = arm.surgery
-        model = RecurrentLM.build(
-            base_model,
-            split=tuple(surgery.split) if surgery.split else None,
-            tuple_=tuple(surgery.tuple_) if surgery.tuple_ else None,
-            bridge=arm.bridge.kind,
-            state_norm=getattr(arm.bridge, "state_norm", False),
-            reentry=getattr(arm.bridge, "reentry", "all"),
-        )
-        from arms.model import budgets
-
-        if arm.budget.kind == "full_block":
-            groups = budgets.apply_full_block_budget(model)
-        else:
-            model = budgets.apply_adapter_budget(
-                model, rank=arm.budget.rank, alpha=arm.budget.alpha, targets=tuple(arm.budget.targets),
-                dropout=arm.budget.dropout, seed=derived_seed(arm.id, "lora-init"),
-            )
-            groups = model.param_groups()
+        model = RecurrentLM.from_spec(base_model, arm)
+        apply_budget = BUDGETS.implementation(arm.budget.kind)
+        model, groups = apply_budget(model, arm.budget, derived_seed(arm.id, "lora-init"))
         super().__init__(model, tokenizer, reader)
         self.arm = arm
         self.symbol_ids = torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols])
@@ -205,15 +184,12 @@ class RecurrentRuntime(ArmRuntime):
         return self.readouts(rows, 1)[0]
 
     def loss(self, rows, stage, step):
-        from arms.train.recurrent import make_recurrent_batch, recurrent_loss
         from arms.train.objectives import anneal_weight
+        from arms.train.recurrent import make_recurrent_batch, recurrent_loss
 
-        if stage.recurrence is not None and stage.recurrence.kind != "forced":
-            raise NotImplementedError(
-                f"stage {stage.id}: the runner trains rule chasing at forced depth; "
-                f"recurrence {stage.recurrence.kind!r} is not supported by `ledger run` yet"
-            )
-        weight = anneal_weight(step, stage.steps, stage.anneal_fraction) if stage.objective == "anneal" else None
+        # `ledger check` refuses a recurrence kind the runner cannot execute, so only forced depth reaches here.
+        objective = OBJECTIVES[stage.objective]
+        weight = anneal_weight(step, stage.steps, stage.anneal_fraction) if "anneal_fraction" in objective.reads else None
         batch = make_recurrent_batch(rows, self.reader)
         return recurrent_loss(self.model, batch, objective=stage.objective, anneal_weight=weight).loss
 
@@ -261,8 +237,9 @@ class DenseRuntime(ArmRuntime):
 
     def __init__(self, base_model, tokenizer, reader: Reader, arm: Any):
         super().__init__(base_model, tokenizer, reader)
-        objectives = {stage.objective for stage in arm.stages}
-        self.mode = "scratchpad" if "sft_scratchpad" in objectives else "direct"
+        # `ledger check` refuses mixed formats: the arm is read in the one format its stages train
+        formats = {OBJECTIVES[stage.objective].target_format for stage in arm.stages}
+        self.mode = formats.pop() if len(formats) == 1 else "direct"
         self.arm = arm
         for parameter in self.model.parameters():
             parameter.requires_grad_(True)
@@ -276,7 +253,7 @@ class DenseRuntime(ArmRuntime):
     def loss(self, rows, stage, step):
         from arms.dense.sft_data import build_sft_examples, collate_sft
 
-        mode = "scratchpad" if stage.objective == "sft_scratchpad" else "direct"
+        mode = OBJECTIVES[stage.objective].target_format
         batch = collate_sft(build_sft_examples(rows, self.reader, mode=mode), self.tokenizer)
         return self.model(**batch).loss
 
@@ -288,6 +265,7 @@ class DenseRuntime(ArmRuntime):
     def evaluate(self, rows, evaluation) -> list[Reading]:
         from arms.dense.generate import DenseArm
 
+        assert self.mode is not None  # every dense objective has a target format (ledger.spec.arms)
         arm = DenseArm(self.model, self.tokenizer, self.reader, mode=self.mode)
         generations = arm.generate(rows, max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size)
         readings = [
@@ -302,6 +280,7 @@ class DenseRuntime(ArmRuntime):
             times = []
             for _ in range(3):
                 (generation,) = arm.generate([row], max_new_tokens=evaluation.max_new_tokens, batch_size=1)
+                assert generation.latency_s is not None  # DenseArm.generate always times its call
                 times.append(generation.latency_s * 1000.0)
             by_id[row.row_id].latency_ms = statistics.median(times)
         return readings
@@ -310,9 +289,7 @@ class DenseRuntime(ArmRuntime):
 def build_runtime(arm: Any, base_model, tokenizer, reader: Reader) -> ArmRuntime:
     """A fresh arm over its own copy of the base (arms never share trainable weights)."""
     model = copy.deepcopy(base_model)
-    if arm.kind == "recurrent":
-        return RecurrentRuntime(model, tokenizer, reader, arm)
-    return DenseRuntime(model, tokenizer, reader, arm)
+    return ARM_KINDS.implementation(arm.kind)(model, tokenizer, reader, arm)
 
 
 def base_choice_readings(base_model, tokenizer, reader: Reader, rows, batch_size: int = 16) -> list[Reading]:

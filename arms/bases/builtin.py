@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from urllib.parse import parse_qsl, urlsplit
 
 import torch
+
+from ledger.spec.bases import parse_builtin
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
 _WORD = re.compile(r"\w+|[^\w\s]+")
@@ -67,27 +68,13 @@ def word_tokenizer(numerals: int = 1000):
     return tokenizer
 
 
-def parse_builtin(source: str) -> dict:
-    """``builtin:tiny-qwen2?hidden=64&layers=4&seed=0`` -> its settings (defaults filled in)."""
-    parts = urlsplit(source)
-    name = parts.path
-    if name != "tiny-qwen2":
-        raise ValueError(f"unknown built-in base {name!r} (known: tiny-qwen2)")
-    settings = {"hidden": 64, "layers": 4, "heads": 4, "kv_heads": 2, "intermediate": 128, "seed": 0}
-    for key, value in parse_qsl(parts.query):
-        if key not in settings:
-            raise ValueError(f"unknown setting {key!r} for builtin:{name} (known: {', '.join(settings)})")
-        settings[key] = int(value)
-    return settings
-
-
-def tiny_random_base(source: str, dtype: torch.dtype = torch.float32):
-    """(model, tokenizer) for a built-in base, initialised from its seed."""
-    from transformers import AutoModelForCausalLM, Qwen2Config
+def builtin_config(source: str):
+    """The Qwen2Config of a built-in base (its shape, read from the source string)."""
+    from transformers import Qwen2Config
 
     settings = parse_builtin(source)
     tokenizer = word_tokenizer()
-    config = Qwen2Config(
+    return Qwen2Config(
         vocab_size=len(vocabulary()),
         hidden_size=settings["hidden"],
         intermediate_size=settings["intermediate"],
@@ -100,6 +87,15 @@ def tiny_random_base(source: str, dtype: torch.dtype = torch.float32):
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
+
+
+def tiny_random_base(source: str, dtype: torch.dtype = torch.float32):
+    """(model, tokenizer) for a built-in base, initialised from its seed."""
+    from transformers import AutoModelForCausalLM
+
+    settings = parse_builtin(source)
+    tokenizer = word_tokenizer()
+    config = builtin_config(source)
     generator_state = torch.random.get_rng_state()
     try:
         torch.manual_seed(settings["seed"])

@@ -15,6 +15,7 @@ import json
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -99,7 +100,7 @@ def load_base(
     if local is None and _looks_like_path(source):
         raise BaseModelNotFound(f"local path {source!r} does not exist. " + _how_to(source))
     where, gguf_file = local if local is not None else (source, gguf_file)
-    kwargs = dict(local_files_only=True)
+    kwargs: dict[str, Any] = dict(local_files_only=True)
     if gguf_file is not None:
         kwargs["gguf_file"] = gguf_file
     # transformers 5 looks for a PEFT adapter_config.json without passing

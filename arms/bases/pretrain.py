@@ -68,7 +68,7 @@ __all__ = [
 ]
 
 ANSWER_SUFFIX = "\nAnswer:"
-KINDS = ("lookup", "start", "repeat", "copy", "arithmetic", "choice")
+KINDS: tuple[Kind, ...] = ("lookup", "start", "repeat", "copy", "arithmetic", "choice")
 
 
 # -- the recipe ---------------------------------------------------------------------
@@ -204,7 +204,7 @@ def load_recipe(path: str | os.PathLike) -> PretrainRecipe:
     """A recipe file, validated strictly; errors name the file, line and field (``ProtocolError``)."""
     from ledger.spec.loader import load_model_file
 
-    return load_model_file(path, PretrainRecipe, "pretraining recipe")
+    return load_model_file(Path(path), PretrainRecipe, "pretraining recipe")
 
 
 # -- the corpus ---------------------------------------------------------------------
@@ -274,15 +274,15 @@ def _lookup(rng: random.Random, size: int, questions: int = 1, recalls: int = 0)
     # same table (distinct starts, one hop each), for more supervised lookups per table.
     others = [key for key in table if key != start]
     rng.shuffle(others)
-    followups = [(_question(key), " " + table[key]) for key in others[: max(questions - 1, 0)]]
+    pairs = [(_question(key), " " + table[key]) for key in others[: max(questions - 1, 0)]]
     # recalls: a table line repeated without its value ("M ->" then " J"), the plain
     # induction pattern behind every lookup; they follow the questions, so the first
     # question stays the protocol's exact prompt, and they never state a depth.
     keys = list(table)
     rng.shuffle(keys)
     for key in keys[:recalls]:
-        followups.append((f"{key} ->", " " + table[key]))
-    followups = tuple(followups)
+        pairs.append((f"{key} ->", " " + table[key]))
+    followups = tuple(pairs)
     return Example(
         kind="lookup", prompt=render_symbolic(table, start, 1), answer=" " + path[1], depth=1, followups=followups
     )
@@ -440,17 +440,17 @@ def _encode(tokenizer, examples: Sequence[Example], max_len: int):
     pad = tokenizer.pad_token_id
     input_ids = torch.full((len(sequences), width), pad, dtype=torch.long)
     attention = torch.zeros((len(sequences), width), dtype=torch.long)
-    labels = torch.full((len(sequences), width), -100, dtype=torch.long)
+    label_ids = torch.full((len(sequences), width), -100, dtype=torch.long)
     for i, (ids, labs) in enumerate(zip(sequences, label_rows)):
         input_ids[i, : len(ids)] = torch.tensor(ids)
         attention[i, : len(ids)] = 1
-        labels[i, : len(labs)] = torch.tensor(labs)
-    return input_ids, attention, labels
+        label_ids[i, : len(labs)] = torch.tensor(labs)
+    return input_ids, attention, label_ids
 
 
 def _lr_at(recipe: PretrainRecipe, step: int) -> float:
     """Learning rate at ``step`` (0-based); the schedule always spans ``recipe.steps``."""
-    from ledger.spec.protocol import LrSchedule
+    from ledger.spec.arms import LrSchedule
 
     schedule = LrSchedule(kind=recipe.schedule, warmup_steps=recipe.warmup, min_lr_ratio=recipe.min_lr_ratio)
     return recipe.lr * schedule.scale(step, recipe.steps)
@@ -471,7 +471,7 @@ def build_model(recipe: PretrainRecipe, tokenizer):
         num_attention_heads=shape.heads,
         num_key_value_heads=shape.kv_heads,
         max_position_embeddings=shape.max_position_embeddings,
-        rope_theta=shape.rope_theta,
+        rope_theta=shape.rope_theta,  # type: ignore[call-arg]  # legacy kwarg, still folded into rope_parameters
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
@@ -491,6 +491,7 @@ def initialise_from(model, recipe: PretrainRecipe, recipe_dir: str | os.PathLike
     from safetensors.torch import load_file
 
     spec = recipe.init_from
+    assert spec is not None  # called only for a recipe with init_from (pretrain_base)
     folder = Path(spec.path)
     if not folder.is_absolute():
         folder = Path(recipe_dir) / folder

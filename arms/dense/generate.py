@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, cast
 
 import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList
@@ -40,7 +40,6 @@ __all__ = [
     "Generation",
     "ReaderStoppingCriteria",
     "default_max_new_tokens",
-    "sft_train_step",
 ]
 
 STOP_EOS = "eos"
@@ -105,7 +104,7 @@ class ReaderStoppingCriteria(StoppingCriteria):
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any = None, **kwargs: Any) -> torch.BoolTensor:
         n_new = input_ids.shape[1] - self.prompt_width
-        done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        done = cast(torch.BoolTensor, torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device))
         if n_new <= 0:
             return done
         new = input_ids[:, self.prompt_width :].tolist()
@@ -258,6 +257,7 @@ class DenseArm:
             reason = criteria.reasons[i]
             if stop is None:  # ran out of budget (or a user criterion ended the batch)
                 stop, reason = len(new[i]), STOP_BUDGET
+            assert reason is not None  # set together with stopped_at by the criteria
             ids = new[i][:stop]
             text = _decode(self.tokenizer, ids)
             read = self.reader.read_text(text, row)
@@ -319,19 +319,3 @@ _MISSING = object()
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def sft_train_step(model: Any, batch: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer) -> float:
-    """One SFT step: ``loss = model(**batch).loss``, backward, optimizer step, zero grads.
-
-    ``batch`` is :func:`arms.dense.sft_data.collate_sft` output (moved to the model's
-    device here). Returns the loss as a float.
-    """
-    model.train()
-    device = next(model.parameters()).device
-    batch = {k: v.to(device) for k, v in batch.items()}
-    loss = model(**batch).loss
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return float(loss.detach())

@@ -8,6 +8,8 @@ these functions reproduce them on a model with Qwen2.5-0.5B-Instruct's shape.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from collections.abc import Iterable
 
 import torch
@@ -46,10 +48,11 @@ def embedding_parameters(modules) -> list[torch.Tensor]:
     return found
 
 
-def unique_parameters(modules, *, exclude_embeddings: bool = False) -> list[torch.Tensor]:
+def unique_parameters(modules, *, exclude_embeddings: bool = False) -> list[nn.Parameter]:
     """The distinct parameter tensors of `modules` (a module or an iterable of them)."""
     skip = {_key(p) for p in embedding_parameters(modules)} if exclude_embeddings else set()
-    seen, unique = set(skip), []
+    seen = set(skip)
+    unique: list[nn.Parameter] = []
     for module in _as_modules(modules):
         for p in module.parameters():
             key = _key(p)
@@ -82,7 +85,7 @@ def lora_target_modules(surgery: Surgery, targets: Iterable[str] = LORA_TARGETS)
     targets = tuple(targets)
     found = []
     for i in surgery.block_idx:
-        layer = surgery.decoder.layers[i]
+        layer = cast(nn.ModuleList, surgery.decoder.layers)[i]
         for name, module in layer.named_modules():
             if isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] in targets:
                 found.append((f"model.layers.{i}.{name}", module))
@@ -142,3 +145,19 @@ def surgery_cost_ratio(surgery: Surgery, loops: int) -> float:
         loops,
         n_once=len(surgery.prelude_idx) + len(surgery.coda_idx),
     )
+
+
+# ----------------------------------------------------------------------------- the budget kinds' counters
+# (``ledger.spec.arms.BUDGETS``, ``counter``): (trainable parameters, a one-line breakdown) from configs alone.
+
+
+def count_full_block(surgery: Any, bridge: Any, spec: Any) -> tuple[int, str]:
+    trainable = full_block_budget(surgery, bridge)
+    bridge_n = count_parameters(bridge) if bridge is not None else 0
+    return trainable, f"block {trainable - bridge_n:,} + bridge {bridge_n:,}"
+
+
+def count_adapter(surgery: Any, bridge: Any, spec: Any) -> tuple[int, str]:
+    budget = adapter_budget(surgery, bridge, r=spec.rank, targets=spec.targets)
+    detail = f"LoRA r={spec.rank} {budget['lora']:,} on {budget['lora_modules']} modules + bridge {budget['bridge']:,}"
+    return budget["total"], detail

@@ -41,12 +41,18 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator
 
+from typing import TYPE_CHECKING, Any, cast
+
 import torch
 from torch import nn
 
 from arms.model.accounting import LORA_TARGETS, lora_target_modules, trainable_counts, unique_parameters
 from arms.model.bridges import ConcatAdapter, SplitBridge
 from arms.model.recurrent import RecurrentLM
+
+if TYPE_CHECKING:
+    from peft.tuners.lora import LoraModel
+    from peft.tuners.tuners_utils import BaseTunerLayer
 
 __all__ = [
     "apply_full_block_budget",
@@ -97,13 +103,13 @@ def bridge_param_groups(bridge: nn.Module | None) -> dict[str, list[nn.Parameter
         return {}
     if isinstance(bridge, SplitBridge):
         return {
-            "bridge_p": [bridge.P_p.weight],
-            "bridge_h": [bridge.P_h.weight, bridge.P_h.bias],
+            "bridge_p": [cast(nn.Parameter, bridge.P_p.weight)],
+            "bridge_h": [cast(nn.Parameter, bridge.P_h.weight), bridge.P_h.bias],
             "bridge_rest": [bridge.norm.weight, bridge.norm.bias, bridge.g]
             + ([bridge.state_norm.weight, bridge.state_norm.bias] if bridge.state_norm is not None else []),
         }
     if isinstance(bridge, ConcatAdapter):
-        return {"bridge": [bridge.proj.weight]}
+        return {"bridge": [cast(nn.Parameter, bridge.proj.weight)]}
     return {"bridge": list(unique_parameters(bridge))}
 
 
@@ -153,7 +159,7 @@ def apply_full_block_budget(recurrent_lm: RecurrentLM) -> dict[str, list[nn.Para
 # ----------------------------------------------------------------------------- adapter budget
 
 
-def lora_layers(modules) -> list[nn.Module]:
+def lora_layers(modules: nn.Module | Iterable[nn.Module]) -> list[nn.Module]:
     """The PEFT LoRA layers (wrappers of adapted projections) inside `modules`."""
     from peft.tuners.lora import LoraLayer
 
@@ -172,16 +178,16 @@ def adapters_disabled(layers: Iterable[nn.Module]) -> Iterator[None]:
     which must not happen mid-forward nor to a deliberately frozen adapter. A
     disabled ``lora.Linear`` computes ``self.base_layer(x)`` and nothing else.
     """
-    layers = list(layers)
-    previous = [layer._disable_adapters for layer in layers]
-    for layer in layers:
+    lora = cast("list[BaseTunerLayer]", list(layers))  # PEFT LoRA layers, as lora_layers() finds them
+    previous = [layer._disable_adapters for layer in lora]
+    for layer in lora:
         if layer.merged:
             raise RuntimeError("a live LoRA layer is merged into the base weights; loop 1 would not be the base")
         layer._disable_adapters = True
     try:
         yield
     finally:
-        for layer, was in zip(layers, previous):
+        for layer, was in zip(lora, previous):
             layer._disable_adapters = was
 
 
@@ -203,6 +209,11 @@ class AdapterRecurrentLM(RecurrentLM):
     old one would run loop 1 through the adapter).
     """
 
+    # set with object.__setattr__ (not registered as submodules, see __init__)
+    _tuner: LoraModel | None
+    _merged: nn.ModuleList | None
+    _merged_fingerprint: tuple | None
+
     def __init__(self, surgery, bridge=None, **kwargs):
         super().__init__(surgery, bridge, **kwargs)
         if self.design != "S":
@@ -215,14 +226,7 @@ class AdapterRecurrentLM(RecurrentLM):
 
     @classmethod
     def from_recurrent(cls, recurrent_lm: RecurrentLM) -> "AdapterRecurrentLM":
-        out = cls(
-            recurrent_lm.surgery,
-            recurrent_lm.bridge,
-            s0=recurrent_lm.s0,
-            s0_sigma=recurrent_lm.s0_sigma,
-            s0_seed=recurrent_lm.s0_seed,
-            reentry=recurrent_lm.reentry,
-        )
+        out = cls(recurrent_lm.surgery, recurrent_lm.bridge, **recurrent_lm.loop_options())
         out.train(recurrent_lm.training)
         return out
 
@@ -239,10 +243,12 @@ class AdapterRecurrentLM(RecurrentLM):
         """Named groups of whole trainable tensors for arms.train.optim.build_optimizer:
         {"lora": [...]} (or "lora_A" / "lora_B" with split_lora) + "bridge_p", "bridge_h",
         "bridge_rest"; frozen tensors and empty groups left out."""
-        a, b = [], []
+        a: list[nn.Parameter] = []
+        b: list[nn.Parameter] = []
         for layer in self.lora_layers():
-            a += [layer.lora_A[k].weight for k in layer.lora_A]
-            b += [layer.lora_B[k].weight for k in layer.lora_B]
+            lora_A, lora_B = cast(nn.ModuleDict, layer.lora_A), cast(nn.ModuleDict, layer.lora_B)
+            a += [cast(nn.Parameter, lora_A[k].weight) for k in lora_A]
+            b += [cast(nn.Parameter, lora_B[k].weight) for k in lora_B]
         lora = {"lora_A": a, "lora_B": b} if split_lora else {"lora": a + b}
         groups = {**lora, **bridge_param_groups(self.bridge)}
         # a tensor deliberately frozen after apply_adapter_budget (e.g. the bridge) is left out
@@ -331,7 +337,7 @@ def apply_adapter_budget(
     n_targets = len(lora_target_modules(surgery, targets))
     config = LoraConfig(
         r=rank,
-        lora_alpha=alpha,
+        lora_alpha=alpha,  # type: ignore[arg-type]  # PEFT annotates int; a float alpha works (scaling = alpha / r)
         lora_dropout=dropout,
         target_modules=_lora_regex(surgery, targets),  # a string is matched as a full regex
         bias="none",
@@ -384,6 +390,23 @@ def unload_adapter(model: AdapterRecurrentLM) -> RecurrentLM:
         raise AssertionError("LoRA layers left after unload")
     object.__setattr__(model, "_tuner", None)
     model.use_merged_block(False)
-    out = RecurrentLM(model.surgery, model.bridge, s0=model.s0, s0_sigma=model.s0_sigma, s0_seed=model.s0_seed)
+    out = RecurrentLM(model.surgery, model.bridge, **model.loop_options())  # reentry included
     out.train(model.training)
     return out
+
+
+# ----------------------------------------------------------------------------- the budget kinds' entry points
+# (``ledger.spec.arms.BUDGETS``): a budget spec applied to a freshly built RecurrentLM.
+
+
+def full_block_budget(model: RecurrentLM, spec: Any, seed: int) -> tuple[RecurrentLM, dict[str, list[nn.Parameter]]]:
+    """The block and the bridge train; ``seed`` is unused (nothing is drawn)."""
+    return model, apply_full_block_budget(model)
+
+
+def adapter_budget(model: RecurrentLM, spec: Any, seed: int) -> tuple[RecurrentLM, dict[str, list[nn.Parameter]]]:
+    """One LoRA set (rank, alpha, targets, dropout of the spec) drawn from ``seed``, plus the bridge."""
+    adapted = apply_adapter_budget(
+        model, rank=spec.rank, alpha=spec.alpha, targets=tuple(spec.targets), dropout=spec.dropout, seed=seed
+    )
+    return adapted, adapted.param_groups()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -114,25 +115,32 @@ class RecurrentLM(nn.Module):
         reentry: str = "all",
         **kwargs,
     ) -> "RecurrentLM":
-        """Cut `model` and attach a fresh bridge ("split", "concat" or None) on its device/dtype.
+        """Cut `model` and attach a fresh bridge (a kind of ``ledger.spec.arms.BRIDGES``, or None) on its
+        device/dtype. `adapter_init` is the concat adapter's init; `state_norm` the split bridge's."""
+        from ledger.spec.arms import BRIDGES
 
-        `state_norm` (split bridge only): normalise the state before re-entry (SplitBridge)."""
         surgery = make_surgery(model, split=split, tuple_=tuple_)
-        hidden = model.config.hidden_size
+        hidden = cast(Any, model.config).hidden_size
         if state_norm and bridge != "split":
             raise ValueError("state_norm is an option of the split bridge")
-        if bridge == "split":
-            module = SplitBridge(hidden, state_norm=state_norm)
-        elif bridge == "concat":
-            module = ConcatAdapter(hidden, init=adapter_init)
-        elif bridge is None:
-            module = None
-        else:
-            raise ValueError(f"bridge must be 'split', 'concat' or None, got {bridge!r}")
-        if module is not None:
-            weight = model.lm_head.weight
-            module = module.to(device=weight.device, dtype=weight.dtype)
+        module = None
+        if bridge is not None:
+            if bridge not in BRIDGES:
+                raise ValueError(f"bridge must be one of {', '.join(BRIDGES.names())} or None, got {bridge!r}")
+            options = {"state_norm": state_norm} if bridge == "split" else {"init": adapter_init}
+            weight = cast(nn.Linear, model.lm_head).weight
+            module = BRIDGES.implementation(bridge)(hidden, **options).to(device=weight.device, dtype=weight.dtype)
         return cls(surgery, module, reentry=reentry, **kwargs)
+
+    @classmethod
+    def from_spec(cls, model: nn.Module, arm: Any) -> "RecurrentLM":
+        """The one protocol-to-model mapping: a recurrent arm spec's surgery and bridge options, as declared
+        by the spec models themselves (``model_options``), reach ``build`` unchanged."""
+        return cls.build(model, **arm.surgery.model_options(), **arm.bridge.model_options())
+
+    def loop_options(self) -> dict[str, Any]:
+        """The options that decide how loops run (everything but the surgery and the bridge module)."""
+        return {"s0": self.s0, "s0_sigma": self.s0_sigma, "s0_seed": self.s0_seed, "reentry": self.reentry}
 
     @property
     def design(self) -> str:
@@ -163,7 +171,7 @@ class RecurrentLM(nn.Module):
         return _Context(masks, position_ids, position_embeddings)
 
     def _run(self, idx: tuple[int, ...], hidden: torch.Tensor, ctx: _Context) -> torch.Tensor:
-        layers = self.surgery.decoder.layers
+        layers = cast(nn.ModuleList, self.surgery.decoder.layers)
         layer_types = getattr(self.surgery.config, "layer_types", None)
         for i in idx:
             kind = layer_types[i] if layer_types else "full_attention"
@@ -197,6 +205,7 @@ class RecurrentLM(nn.Module):
     def _step(self, t: int, state, prelude_out, ctx, rows=None, answer_positions=None) -> torch.Tensor:
         """One pass through the block: loop t's state from loop t-1's."""
         if self.design == "M":
+            assert self.bridge is not None  # design M: the bridge is a ConcatAdapter
             return self._run(self.surgery.block_idx, self.bridge(state, prelude_out), ctx)
         if t == 1:  # identity route: the block runs straight on the prelude output
             return self._run(self.surgery.block_idx, prelude_out, ctx)
@@ -269,17 +278,18 @@ class RecurrentLM(nn.Module):
                     state = state.detach()
                 state, prelude_live = live.keep_until(t, state, prelude_out)
                 if live.count == 0:  # every row is past its depth
-                    readouts.append(live.scatter(prelude_out.new_zeros(0, self.surgery.lm_head.out_features)))
+                    vocab = cast(nn.Linear, self.surgery.lm_head).out_features
+                    readouts.append(live.scatter(prelude_out.new_zeros(0, vocab)))
                     states.append(live.scatter(prelude_out.new_zeros(0, prelude_out.shape[-1])))
                     continue
                 state = self._step(t, state, prelude_live, live.ctx, live.local_rows, live.answer_positions)
                 readouts.append(live.scatter(self._readout(state, live.ctx, live.local_rows, live.answer_positions)))
                 states.append(live.scatter(state[live.local_rows, live.answer_positions]))
 
-        readouts = torch.stack(readouts)
+        stacked = torch.stack(readouts)
         if return_states:
-            return readouts, torch.stack(states)
-        return readouts
+            return stacked, torch.stack(states)
+        return stacked
 
 
 class _LiveRows:

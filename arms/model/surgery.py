@@ -16,6 +16,7 @@ Two ways to cut (the two published designs):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from torch import nn
 
@@ -36,7 +37,7 @@ class Surgery:
 
     @property
     def decoder(self) -> nn.Module:
-        return self.model.model
+        return cast(nn.Module, self.model.model)
 
     @property
     def config(self):
@@ -44,10 +45,10 @@ class Surgery:
 
     @property
     def n_layers(self) -> int:
-        return len(self.decoder.layers)
+        return len(cast(nn.ModuleList, self.decoder.layers))
 
     def _layers(self, idx: tuple[int, ...]) -> list[nn.Module]:
-        return [self.decoder.layers[i] for i in idx]
+        return [cast(nn.ModuleList, self.decoder.layers)[i] for i in idx]
 
     @property
     def prelude(self) -> list[nn.Module]:
@@ -67,19 +68,19 @@ class Surgery:
 
     @property
     def embed_tokens(self) -> nn.Module:
-        return self.decoder.embed_tokens
+        return cast(nn.Module, self.decoder.embed_tokens)
 
     @property
     def rotary_emb(self) -> nn.Module:
-        return self.decoder.rotary_emb
+        return cast(nn.Module, self.decoder.rotary_emb)
 
     @property
     def norm(self) -> nn.Module:
-        return self.decoder.norm
+        return cast(nn.Module, self.decoder.norm)
 
     @property
     def lm_head(self) -> nn.Module:
-        return self.model.lm_head
+        return cast(nn.Module, self.model.lm_head)
 
     def used_modules(self) -> list[nn.Module]:
         """Every module the retrofit runs (dropped layers excluded), for accounting."""
@@ -114,6 +115,7 @@ def _check_model(model: nn.Module) -> int:
         raise SurgeryError(
             f"{type(model).__name__} is not a Llama-family causal LM: missing {', '.join(missing)}"
         )
+    assert inner is not None  # a missing model.model raised above
     return len(inner.layers)
 
 

@@ -55,7 +55,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -85,7 +85,7 @@ def _storage_span(t: Tensor) -> tuple[int, int, int] | None:
         return None
     storage = t.untyped_storage()
     isz = t.element_size()
-    start = t.storage_offset() * isz
+    start = cast(int, t.storage_offset()) * isz
     extent = 1 + sum((s - 1) * abs(st) for s, st in zip(t.shape, t.stride()))
     return storage.data_ptr(), start, start + extent * isz
 
@@ -520,7 +520,7 @@ def update_audit(
     for kind in sorted({gu.measure for gu in report_groups.values()}):
         members = [g for g, gu in report_groups.items() if gu.measure == kind]
         if reference in members:
-            references[kind] = reference  # type: ignore[assignment]
+            references[kind] = reference
         else:
             references[kind] = max(members, key=lambda k: report_groups[k].configured_lr)
     bound = math.log1p(tolerance)

@@ -25,7 +25,7 @@ Public API
 - :func:`symbol_readouts` (forward -> ``[loops, B, n_symbols]`` logits),
   :func:`objective_loss`, :func:`recurrent_loss` (the step's loss, factored so that a
   gradient audit can call exactly the loss the step optimises);
-- :func:`recurrent_train_step` (zero_grad, forward, backward, clip, step, metrics);
+- the step itself is :func:`arms.train.step.take_step` (one step for every path);
 - :func:`per_loop_accuracy` (training metric: argmax over the symbol vocabulary on the
   supervised cells);
 - :func:`evaluate_loops` (every loop of every row decoded by ``reader.decode_scores``).
@@ -49,6 +49,7 @@ from arms.train.objectives import (
     intermediate_loss,
     outcome_loss,
 )
+from ledger.spec.arms import OBJECTIVES as OBJECTIVE_KINDS
 
 __all__ = [
     "OBJECTIVES",
@@ -59,13 +60,12 @@ __all__ = [
     "objective_loss",
     "recurrent_loss",
     "per_loop_accuracy",
-    "recurrent_train_step",
     "evaluate_loops",
     "accuracy_by_loop",
 ]
 
 Objective = Literal["intermediate", "outcome", "anneal"]
-OBJECTIVES: tuple[str, ...] = ("intermediate", "outcome", "anneal")
+OBJECTIVES: tuple[str, ...] = tuple(kind.name for kind in OBJECTIVE_KINDS if kind.arm_kind == "recurrent")
 
 
 # ----------------------------------------------------------------------------- batch
@@ -225,17 +225,31 @@ def objective_loss(
     ``anneal``: ``w * intermediate + (1 - w) * outcome`` with ``w = anneal_weight``
     (required, in [0, 1]).
     """
-    if objective not in OBJECTIVES:
+    kind = OBJECTIVE_KINDS[objective] if objective in OBJECTIVE_KINDS else None
+    if kind is None or kind.arm_kind != "recurrent":
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
-    if objective == "anneal":
+    if "anneal_fraction" in kind.reads:
         if anneal_weight is None:
-            raise ValueError("objective='anneal' needs anneal_weight (see arms.train.objectives.anneal_weight)")
-        return anneal_loss(symbol_logits, batch.path_targets, batch.answers, batch.depths, float(anneal_weight))
-    if anneal_weight is not None:
+            raise ValueError(f"objective={objective!r} needs anneal_weight (see arms.train.objectives.anneal_weight)")
+    elif anneal_weight is not None:
         raise ValueError(f"anneal_weight is only meaningful with objective='anneal' (got objective={objective!r})")
-    if objective == "intermediate":
-        return intermediate_loss(symbol_logits, batch.path_targets, batch.depths)
+    return OBJECTIVE_KINDS.implementation(objective)(symbol_logits, batch, anneal_weight)
+
+
+# The recurrent objectives' entry points (``ledger.spec.arms.OBJECTIVES``): restricted logits -> loss.
+
+
+def intermediate_objective(symbol_logits: Tensor, batch: RecurrentBatch, weight: float | None = None) -> Tensor:
+    return intermediate_loss(symbol_logits, batch.path_targets, batch.depths)
+
+
+def outcome_objective(symbol_logits: Tensor, batch: RecurrentBatch, weight: float | None = None) -> Tensor:
     return outcome_loss(symbol_logits, batch.answers, batch.depths)
+
+
+def anneal_objective(symbol_logits: Tensor, batch: RecurrentBatch, weight: float | None = None) -> Tensor:
+    assert weight is not None
+    return anneal_loss(symbol_logits, batch.path_targets, batch.answers, batch.depths, float(weight))
 
 
 def recurrent_loss(
@@ -247,7 +261,7 @@ def recurrent_loss(
     loops: int | None = None,
     no_grad_loops: int = 0,
 ) -> LossOutput:
-    """Exactly the loss :func:`recurrent_train_step` optimises (forward + objective).
+    """The loss a recurrent arm's training step optimises (forward + objective; ``arms.train.step.take_step``).
 
     A gradient audit calls ``lambda: recurrent_loss(model, batch).loss``. Cells in the
     first ``no_grad_loops`` loops still count in the value but carry no gradient.
@@ -286,74 +300,6 @@ def per_loop_accuracy(symbol_logits: Tensor, batch: RecurrentBatch) -> tuple[lis
             continue
         accs.append(float((pred[t - 1][active] == targets[active, t - 1]).float().mean()))
     return accs, counts
-
-
-def _trainable(optimizer: Any) -> list[Tensor]:
-    return [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-
-
-def recurrent_train_step(
-    model: nn.Module,
-    batch: RecurrentBatch,
-    optimizer: Any,
-    *,
-    objective: Objective = "intermediate",
-    anneal_weight: float | None = None,
-    loops: int | None = None,
-    no_grad_loops: int = 0,
-    grad_clip: float | None = 1.0,
-) -> dict[str, Any]:
-    """One optimiser step on one batch (forced depth).
-
-    ``optimizer``: a ``torch.optim.Optimizer`` or :class:`arms.train.optim.GroupedOptimizer`.
-    Runs ``loops`` (default ``max(depths)``) loops, the first ``no_grad_loops`` without
-    gradient; clips the global gradient norm of the optimiser's parameters to
-    ``grad_clip`` (``None`` or <= 0: no clipping). Does not change the model's
-    train/eval mode. A non-finite loss raises ``FloatingPointError`` before any update.
-
-    Returns ``{"loss", "objective", "loops", "grad_norm" (before clipping; NaN when
-    nothing has a gradient), "per_loop_accuracy" [L] (None where no supervised cell),
-    "per_loop_cells" [L], "answer_accuracy" (readout at each row's own depth),
-    "supervised_accuracy" (over all supervised cells)}``.
-    """
-    optimizer.zero_grad(set_to_none=True)
-    out = recurrent_loss(model, batch, objective=objective, anneal_weight=anneal_weight, loops=loops,
-                         no_grad_loops=no_grad_loops)
-    if not out.loss.requires_grad:
-        raise ValueError(
-            f"the loss has no gradient (objective {objective!r}, no_grad_loops={no_grad_loops}: "
-            "every supervised cell lies in a no-grad loop, or nothing is trainable)"
-        )
-    if not bool(torch.isfinite(out.loss.detach())):
-        raise FloatingPointError(f"non-finite loss {float(out.loss.detach())} (objective {objective})")
-    out.loss.backward()
-    params = _trainable(optimizer)
-    if params:
-        if grad_clip is not None and grad_clip > 0:
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(params, grad_clip))
-        else:
-            grad_norm = float(torch.linalg.vector_norm(torch.stack([p.grad.detach().float().norm() for p in params])))
-    else:
-        grad_norm = math.nan
-    optimizer.step()
-
-    accs, counts = per_loop_accuracy(out.logits.detach(), batch)
-    logits = out.logits.detach()
-    rows = torch.arange(len(batch), device=logits.device)
-    final = logits[batch.depths.to(logits.device) - 1, rows].argmax(-1)
-    answer_acc = float((final == batch.answers.to(logits.device)).float().mean())
-    total = sum(counts)
-    sup = sum(a * n for a, n in zip(accs, counts) if a is not None) / total if total else math.nan
-    return {
-        "loss": float(out.loss.detach()),
-        "objective": objective,
-        "loops": out.loops,
-        "grad_norm": grad_norm,
-        "per_loop_accuracy": accs,
-        "per_loop_cells": counts,
-        "answer_accuracy": answer_acc,
-        "supervised_accuracy": sup,
-    }
 
 
 # ----------------------------------------------------------------------------- evaluation

@@ -51,7 +51,7 @@ def import_release(
         manifests={name: (len(m), m.sha256) for name, m in loaded.manifests.items()},
         evidence={f"{arm} @ {file}": len(records) for (arm, _, file), records in loaded.evidence.items()},
         counts=sorted(loaded.counts),
-        already=store.get("protocols", sha256=protocol_sha) is not None,
+        already=store.protocol(protocol_sha) is not None,
     )
     if summary.already:
         return summary
@@ -70,7 +70,7 @@ def import_release(
             config={"release": loaded.mapping.release, "file": file, "sha256": file_sha},
             note=f"imported from {loaded.mapping.source}",
         )
-        if store.get("checkpoints", sha256=file_sha) is None:
+        if store.checkpoint(file_sha) is None:
             store.add_checkpoint(
                 sha256=file_sha,
                 path=str(loaded.root / file),
@@ -114,8 +114,5 @@ def import_release(
 
 def registered_release(store: Store, name: str) -> dict | None:
     """The latest registered document of release ``name`` (None if never imported)."""
-    found = store.query(
-        "SELECT canonical_json FROM protocols WHERE name = :name AND version = 'release' ORDER BY id DESC",
-        {"name": name},
-    ).records()
-    return json.loads(found[0]["canonical_json"]) if found else None
+    found = store.protocols(name=name, release=True)
+    return json.loads(found[-1].canonical_json) if found else None

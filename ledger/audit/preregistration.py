@@ -18,8 +18,10 @@ from ledger.canonical import sha256_file
 from ledger.spec.claims import ClaimFile, check_claims_against, load_claims
 from ledger.rows.builder import build_manifests
 from ledger.spec.protocol import Protocol
-from ledger.spec.loader import ProtocolError, load_protocol
+from ledger.spec.check import check_protocol_file
+from ledger.spec.loader import ProtocolError
 from ledger.store import Store
+from ledger.store.reads import RecordedDeviation, RegisteredProtocol
 
 TIMINGS = ("before_data", "after_data", "after_analysis")
 
@@ -56,17 +58,9 @@ def claim_files_of(protocol_path: Path, protocol: Protocol) -> list[tuple[Path, 
     return found
 
 
-def registered_versions(store: Store, name: str) -> list[dict]:
-    return store.query(
-        "SELECT sha256, canonical_json, id FROM protocols WHERE name = :name AND version != 'release' ORDER BY id",
-        {"name": name},
-    ).records()
-
-
-def deviations_to(store: Store, sha256: str) -> list[dict]:
-    return store.query(
-        "SELECT * FROM deviations WHERE new_protocol_sha256 = :sha ORDER BY id", {"sha": sha256}
-    ).records()
+def registered_versions(store: Store, name: str) -> list[RegisteredProtocol]:
+    """Every registered version of protocol ``name`` (releases excluded), in registration order."""
+    return store.protocols(name=name, release=False)
 
 
 def registration_of(store: Store, protocol: Protocol) -> str:
@@ -77,38 +71,41 @@ def registration_of(store: Store, protocol: Protocol) -> str:
         raise RegistrationRefused(
             f"protocol {protocol.name!r} is not registered: run `ledger register PROTOCOL` before any result"
         )
-    if any(version["sha256"] == sha for version in versions):
+    if any(version.sha256 == sha for version in versions):
         return sha
     raise RegistrationRefused(
-        f"protocol {protocol.name!r} changed since it was registered (registered {versions[-1]['sha256'][:12]}, "
+        f"protocol {protocol.name!r} changed since it was registered (registered {versions[-1].sha256[:12]}, "
         f"file is {sha[:12]}): record the change with `ledger deviate PROTOCOL --reason ... --timing ...`"
     )
 
 
-def exploratory_protocols(store: Store) -> list[dict]:
-    """(sha256, name) of every registered exploratory (tuning) protocol."""
-    rows = store.query("SELECT sha256, name, canonical_json FROM protocols WHERE version != 'release' ORDER BY id").records()
+def exploratory_protocols(store: Store) -> list[RegisteredProtocol]:
+    """Every registered exploratory (tuning) protocol."""
     return [
-        {"sha256": row["sha256"], "name": row["name"]}
-        for row in rows
-        if json.loads(row["canonical_json"]).get("purpose") == "exploratory"
+        protocol
+        for protocol in store.protocols(release=False)
+        if (protocol.document() or {}).get("purpose") == "exploratory"
     ]
 
 
-def peeked_rows(store: Store, row_sha256s: set[str]) -> list[dict]:
+@dataclass(frozen=True)
+class PeekedRow:
+    """A row (by content) that a tuning protocol's run already has evidence on."""
+
+    protocol_name: str
+    row_id: str
+    row_sha256: str
+
+
+def peeked_rows(store: Store, row_sha256s: set[str]) -> list[PeekedRow]:
     """Evidence rows of exploratory runs whose row content is one of ``row_sha256s``."""
-    tuning = {p["sha256"]: p["name"] for p in exploratory_protocols(store)}
+    tuning = {protocol.sha256: protocol.name for protocol in exploratory_protocols(store)}
     if not tuning or not row_sha256s:
         return []
-    records = store.query(
-        "SELECT DISTINCT r.protocol_sha256 AS protocol, x.sha256 AS row_sha256, x.row_id AS row_id "
-        "FROM evidence e JOIN runs r ON r.run_id = e.run_id "
-        "JOIN rows x ON x.manifest_sha256 = e.manifest_sha256 AND x.row_id = e.row_id"
-    ).records()
     return [
-        {**record, "protocol_name": tuning[record["protocol"]]}
-        for record in records
-        if record["protocol"] in tuning and record["row_sha256"] in row_sha256s
+        PeekedRow(tuning[seen.protocol_sha256], seen.row_id, seen.row_sha256)
+        for seen in store.seen_rows(tuning)
+        if seen.row_sha256 in row_sha256s
     ]
 
 
@@ -124,7 +121,7 @@ def _refuse_peeked_evaluation(store: Store, protocol: Protocol, manifests: dict)
             first = seen[0]
             raise RegistrationRefused(
                 f"evaluation manifest {spec.id!r} of {protocol.name!r} is not fresh: exploratory protocol "
-                f"{first['protocol_name']!r} already has evidence on {len(seen)} of its rows (e.g. {first['row_id']}); "
+                f"{first.protocol_name!r} already has evidence on {len(seen)} of its rows (e.g. {first.row_id}); "
                 "tuning may only use development rows, so choose a new seed or split for the frozen evaluation"
             )
 
@@ -158,15 +155,15 @@ def _write(store: Store, path: Path, protocol: Protocol) -> Registration:
 def register(store: Store, path: str | Path) -> Registration:
     """Register a protocol before any result; refuses a silently changed protocol."""
     path = Path(path)
-    protocol = load_protocol(path)
+    protocol = check_protocol_file(path).protocol  # complete validation before anything is written
     versions = registered_versions(store, protocol.name)
-    if any(version["sha256"] == protocol.sha256 for version in versions):
-        manifests = {row["name"]: row["sha256"] for row in store.rows_of("manifests", protocol_sha256=protocol.sha256)}
-        claims = [row["claim_id"] for row in store.rows_of("claims", protocol_sha256=protocol.sha256)]
+    if any(version.sha256 == protocol.sha256 for version in versions):
+        manifests = {manifest.name: manifest.sha256 for manifest in store.manifests_of([protocol.sha256])}
+        claims = [claim.claim_id for claim in store.claims() if claim.protocol_sha256 == protocol.sha256]
         return Registration(protocol, protocol.sha256, manifests, claims, already=True)
     if versions:
         raise RegistrationRefused(
-            f"protocol {protocol.name!r} is already registered as {versions[-1]['sha256'][:12]} and this file differs: "
+            f"protocol {protocol.name!r} is already registered as {versions[-1].sha256[:12]} and this file differs: "
             "a change to a registered protocol is a deviation (`ledger deviate`)"
         )
     return _write(store, path, protocol)
@@ -198,21 +195,21 @@ def deviate(store: Store, path: str | Path, *, reason: str, timing: str) -> tupl
     if timing not in TIMINGS:
         raise ValueError(f"timing must be one of {', '.join(TIMINGS)}, got {timing!r}")
     path = Path(path)
-    protocol = load_protocol(path)
+    protocol = check_protocol_file(path).protocol
     versions = registered_versions(store, protocol.name)
     if not versions:
         raise RegistrationRefused(f"protocol {protocol.name!r} was never registered: nothing to deviate from")
     previous = versions[-1]
-    if previous["sha256"] == protocol.sha256 or any(v["sha256"] == protocol.sha256 for v in versions):
+    if previous.sha256 == protocol.sha256 or any(v.sha256 == protocol.sha256 for v in versions):
         raise RegistrationRefused(f"protocol {protocol.name!r} is unchanged from a registered version: no deviation")
-    changes = diff_items(json.loads(previous["canonical_json"]), json.loads(protocol.canonical()))
+    changes = diff_items(json.loads(previous.canonical_json), json.loads(protocol.canonical()))
     build_manifests(protocol)  # refuse a contaminated or unbuildable revision before writing anything
     # The deviations point at the new version, so its canonical document goes in first;
     # its manifests, claims and registration entry follow the deviations.
     store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
     for item, planned, actual in changes:
         store.add_deviation(
-            previous["sha256"],
+            previous.sha256,
             item=item,
             planned=planned,
             actual=actual,
@@ -221,10 +218,10 @@ def deviate(store: Store, path: str | Path, *, reason: str, timing: str) -> tupl
             new_protocol_sha256=protocol.sha256,
         )
     _write(store, path, protocol)
-    return previous["sha256"], protocol.sha256, changes
+    return previous.sha256, protocol.sha256, changes
 
 
-def deviated_items(store: Store, protocol_sha256: str) -> list[dict]:
+def deviated_items(store: Store, protocol_sha256: str) -> list[RecordedDeviation]:
     """Deviations on the path that led to ``protocol_sha256`` (walking back through versions)."""
     found, frontier, seen = [], [protocol_sha256], set()
     while frontier:
@@ -232,9 +229,9 @@ def deviated_items(store: Store, protocol_sha256: str) -> list[dict]:
         if sha in seen:
             continue
         seen.add(sha)
-        for deviation in deviations_to(store, sha):
+        for deviation in store.deviations_to(sha):
             found.append(deviation)
-            frontier.append(deviation["protocol_sha256"])
+            frontier.append(deviation.protocol_sha256)
     return found
 
 
@@ -244,6 +241,8 @@ def claim_depends_on(claim: Any, item: str) -> bool:
     head = parts[0]
     if head in ("name", "description", "hypotheses", "claims", "version"):
         return False
+    if head == "bases" and parts[-1] == "num_layers":
+        return False  # metadata that `ledger check` compares with the hash-pinned base: it moves nothing
     named = set(getattr(claim, "arms", ()) or ()) | {getattr(claim, "arm", None), getattr(claim, "gate", None)}
     if head == "arms":
         return len(parts) > 1 and parts[1] in named

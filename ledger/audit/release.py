@@ -23,7 +23,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from ledger.canonical import sha256_file
 from ledger.rows.manifest import Manifest, Row
-from ledger.spec.protocol import StrictModel, _located
+from ledger.spec.common import StrictModel, _located
 from ledger.spec.loader import load_model_file
 from ledger.reader.shared import read_generated_text_detail, row_symbols
 

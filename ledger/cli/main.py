@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -52,27 +53,13 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ledger.spec.claims import check_claims_against, load_claims
-    from ledger.spec.loader import ProtocolError, load_protocol
+    from ledger.spec.check import check_protocol_file
 
     path = Path(args.protocol)
-    protocol = load_protocol(path)
-    issues = []
-    claim_files = []
-    for index, relative in enumerate(protocol.claims):
-        claim_path = (path.parent / relative).resolve()
-        if not claim_path.is_file():
-            issues.append(f"{path}: claims.{index}: claim file {relative!r} not found (looked at {claim_path})")
-            continue
-        try:
-            claim_file = load_claims(claim_path)
-        except ProtocolError as exc:
-            issues.extend(str(issue) for issue in exc.issues)
-            continue
-        issues.extend(str(issue) for issue in check_claims_against(claim_file, protocol, str(claim_path)))
-        claim_files.append((relative, claim_file))
-    if issues:
-        raise CommandError("\n".join(issues))
+    checked = check_protocol_file(path)  # schema, registries, bases and claims: every issue, located
+    protocol = checked.protocol
+    claim_files = [(os.path.relpath(claim_path, path.resolve().parent), claim_file)
+                   for claim_path, claim_file in checked.claim_files]
     manifests = _build_or_fail(protocol, path)
 
     out.print(f"[bold]{protocol.name}[/bold] v{protocol.version}  protocol sha256 {protocol.sha256}")
@@ -99,6 +86,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     out.print(gates)
     for relative, claim_file in claim_files:
         out.print(f"claims {relative}: {len(claim_file.claims)} preregistered ({claim_file.correction} within families)")
+    if args.dry_run:
+        from ledger.run.dry_run import dry_run
+
+        with out.status("dry run: every arm built, one training step per stage") as status:
+            steps = dry_run(protocol, path.resolve().parent, progress=lambda line: status.update(f"dry run: {line}"))
+        out.print(f"dry run: {len(steps)} steps ran ({', '.join(steps)})")
     out.print("[green]ok[/green]: protocol is valid, manifests are built and uncontaminated")
     return EXIT_OK
 
@@ -134,7 +127,9 @@ def _store(args: argparse.Namespace, create: bool = True):
 
 def cmd_register(args: argparse.Namespace) -> int:
     from ledger.audit.preregistration import RegistrationRefused, register
+    from ledger.spec.check import check_protocol_file
 
+    check_protocol_file(args.protocol)  # refused before the database is opened (or created)
     with _store(args) as store:
         try:
             registration = register(store, args.protocol)
@@ -152,7 +147,9 @@ def cmd_register(args: argparse.Namespace) -> int:
 
 def cmd_deviate(args: argparse.Namespace) -> int:
     from ledger.audit.preregistration import RegistrationRefused, deviate
+    from ledger.spec.check import check_protocol_file
 
+    check_protocol_file(args.protocol)
     with _store(args) as store:
         try:
             old, new, changes = deviate(store, args.protocol, reason=args.reason, timing=args.timing)
@@ -184,6 +181,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from ledger.audit.recording import import_external, record_outcomes
+    from ledger.audit.release import ReleaseError
     from ledger.audit.verify import verify
 
     since = None
@@ -192,10 +191,19 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if not root or not size.isdigit():
             raise CommandError(f"--since-head wants ROOT:SIZE as printed by `ledger head`, got {args.since_head!r}")
         since = (root, int(size))
-    with _store(args) as store:
+    paths = args.paths or ["claims"]
+    # Only an explicit --import may create a ledger (as `ledger import` does); verify alone reads.
+    with _store(args, create=args.import_releases) as store:
         try:
-            report = verify(store, args.paths or ["claims"], root=args.root, since_head=since, record=not args.no_record)
+            if args.import_releases:
+                import_external(store, paths, args.root)
+            report = verify(store, paths, root=args.root, since_head=since)
+            if args.record:
+                record_outcomes(store, report)
+                report.head = store.head()
         except FileNotFoundError as exc:
+            raise CommandError(str(exc)) from None
+        except ReleaseError as exc:
             raise CommandError(str(exc)) from None
     if args.json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
@@ -443,12 +451,18 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         help="validate a protocol and summarise it",
         description=(
-            "Validate a protocol file (schema, references, cross-field rules), its claim files and "
-            "its manifests (built and checked for train/eval contamination). On bad input prints "
-            "file:line: field.path: reason and exits 2."
+            "Validate a protocol file completely: schema, references and cross-field rules; what the "
+            "registries say each kind supports (an unrunnable kind, an unsupported combination, an option "
+            "nothing reads); base metadata against the base itself; claims the protocol's evidence can "
+            "decide; manifests built and checked for train/eval contamination. On bad input prints "
+            "file:line: field.path: reason and exits 2. `run` and `register` run the same check first."
         ),
     )
     check.add_argument("protocol", help="protocol YAML file")
+    check.add_argument(
+        "--dry-run", action="store_true",
+        help="also build every arm from its base and take one training step per stage (needs torch; writes nothing)",
+    )
     check.set_defaults(handler=cmd_check)
 
     schema = commands.add_parser(
@@ -507,7 +521,9 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", help="recompute every claim from row-level evidence and check every hash",
         description="Recompute each claim from the rows, re-hash manifests, rows and checkpoint files, walk the "
         "hash chain, and print per claim its outcome (supported | refuted), integrity (verified | tampered | "
-        "unverifiable), figures and reason. A claim file that names a release imports it first (external audit).",
+        "unverifiable), figures and reason. Verify only reads: --record records first outcomes, --import imports "
+        "the releases that claim files name (an external audit) and registers their claims. A missing database "
+        "is an error (exit 2), never created.",
         epilog="Exit codes: 0 all verified and every outcome equals the first recorded one (a claim evaluated for "
         "the first time must be supported); 1 an outcome differs; 2 bad input; 4 something is tampered; "
         "5 something is unverifiable.",
@@ -516,7 +532,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--since-head", metavar="ROOT:SIZE", help="also prove the log only grew since this head")
     verify.add_argument("--root", help="folder holding release files (overrides a release mapping's root)")
     verify.add_argument("--json", action="store_true", help="print a JSON report")
-    verify.add_argument("--no-record", action="store_true", help="do not record first outcomes")
+    verify.add_argument("--record", action="store_true",
+                        help="record the first outcome of every claim that has none yet (as `ledger run` does)")
+    verify.add_argument("--import", dest="import_releases", action="store_true",
+                        help="first import the releases the claim files name (once) and register their claims")
     verify.set_defaults(handler=cmd_verify)
 
     head = with_db(commands.add_parser(
@@ -529,7 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
     query = with_db(commands.add_parser(
         "query", help="read-only SQL over the ledger (tables and auditor views)",
         description="Run one read-only SQL statement (SELECT/WITH/EXPLAIN). Writes are refused (exit 3). "
-        "Views: v_accuracy_by_arm_depth, v_evidence_by_checkpoint, v_lineage, v_claim_evidence, v_claim_status.",
+        "Views: v_accuracy_by_arm_depth, v_evidence_by_checkpoint, v_lineage, v_claim_evidence, v_claim_status, "
+        "v_final_readings.",
     ))
     query.add_argument("sql", help="the SQL statement")
     query.add_argument("--format", choices=["table", "csv", "json"], default="table")

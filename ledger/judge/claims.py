@@ -15,6 +15,7 @@ from typing import Any, Mapping, Protocol as TypingProtocol
 
 from ledger.judge import stats
 from ledger.spec.claims import (
+    STATISTICS,
     AccuracyClaim,
     Claim,
     ClaimFile,
@@ -81,18 +82,7 @@ class Unverifiable(Exception):
 def evaluate_claim(claim: Claim, evidence: EvidenceSource) -> ClaimResult:
     """Recompute one claim from evidence (no multiplicity correction)."""
     try:
-        if isinstance(claim, PairedExactClaim):
-            result = _paired_exact(claim, evidence)
-        elif isinstance(claim, AccuracyClaim):
-            result = _accuracy(claim, evidence)
-        elif isinstance(claim, NonInferiorityClaim):
-            result = _noninferiority(claim, evidence)
-        elif isinstance(claim, FrontierClaim):
-            result = _frontier(claim, evidence)
-        elif isinstance(claim, GateClaim):
-            result = _gate(claim, evidence)
-        else:  # pragma: no cover - the schema admits no other kind
-            raise TypeError(type(claim))
+        result = STATISTICS.implementation(claim.statistic)(claim, evidence)
     except Unverifiable as exc:
         return ClaimResult(claim.id, claim.statistic, "unverifiable", str(exc), family=claim.family)
     result.family = claim.family
@@ -126,7 +116,7 @@ def _paired(claim, evidence, loop=None):
     return ids, [a[row][1] for row in ids], [b[row][1] for row in ids]
 
 
-def _paired_exact(claim: PairedExactClaim, evidence: EvidenceSource) -> ClaimResult:
+def paired_exact(claim: PairedExactClaim, evidence: EvidenceSource) -> ClaimResult:
     ids, a, b = _paired(claim, evidence)
     counts = stats.paired_counts(a, b)
     test = stats.mcnemar_exact(counts.helped, counts.hurt, alternative=claim.direction)
@@ -156,7 +146,7 @@ def _paired_exact(claim: PairedExactClaim, evidence: EvidenceSource) -> ClaimRes
     )
 
 
-def _accuracy(claim: AccuracyClaim, evidence: EvidenceSource) -> ClaimResult:
+def accuracy(claim: AccuracyClaim, evidence: EvidenceSource) -> ClaimResult:
     rows = _rows(claim, evidence, claim.arm)
     correct = sum(1 for _, hit in rows.values() if hit)
     n = len(rows)
@@ -169,7 +159,7 @@ def _accuracy(claim: AccuracyClaim, evidence: EvidenceSource) -> ClaimResult:
     return ClaimResult(claim.id, claim.statistic, "supported" if holds else "refuted", reason, figures)
 
 
-def _noninferiority(claim: NonInferiorityClaim, evidence: EvidenceSource) -> ClaimResult:
+def noninferiority(claim: NonInferiorityClaim, evidence: EvidenceSource) -> ClaimResult:
     ids, a, b = _paired(claim, evidence, claim.loop)
     counts = stats.paired_counts(a, b)
     result = stats.tango_noninferiority(counts.helped, counts.hurt, counts.n, claim.margin, alpha=claim.alpha)
@@ -209,7 +199,7 @@ def _per_depth_accuracy(claim: FrontierClaim, evidence: EvidenceSource) -> dict[
     return dict(sorted(counts.items()))
 
 
-def _frontier(claim: FrontierClaim, evidence: EvidenceSource) -> ClaimResult:
+def frontier_ratio(claim: FrontierClaim, evidence: EvidenceSource) -> ClaimResult:
     counts = _per_depth_accuracy(claim, evidence)
     accuracy = {depth: correct / total for depth, (correct, total) in counts.items()}
     result = stats.frontier(accuracy, claim.bar)
@@ -224,7 +214,7 @@ def _frontier(claim: FrontierClaim, evidence: EvidenceSource) -> ClaimResult:
     }
     if result.frontier is None:
         return _censored_frontier(claim, result, figures)
-    ratio = figures["ratio"]
+    ratio = result.frontier / claim.support_max_depth
     holds = ratio >= claim.threshold if claim.direction == "at_least" else ratio <= claim.threshold
     sign = ">=" if claim.direction == "at_least" else "<="
     reason = (
@@ -264,7 +254,7 @@ def _censored_frontier(claim: FrontierClaim, result, figures: dict) -> ClaimResu
                        f"{claim.arm}: {result.reason}; {relation}, needs {sign} {threshold}", figures)
 
 
-def _gate(claim: GateClaim, evidence: EvidenceSource) -> ClaimResult:
+def gate(claim: GateClaim, evidence: EvidenceSource) -> ClaimResult:
     passed = evidence.gate_passed(claim.gate, claim.arm)
     if passed is None:
         raise Unverifiable(f"gate {claim.gate!r} was never recorded for arm {claim.arm!r}")
@@ -334,8 +324,9 @@ def evaluate_claims(claim_file: ClaimFile, evidence: EvidenceSource) -> list[Cla
         if len(members) < 2:
             continue
         # Each claim keeps its own alpha; the family is corrected at the smallest one (conservative).
-        alpha = min(member.alpha for member in members)
-        adjusted = stats.adjust_pvalues([member.p_value for member in members], method=claim_file.correction, alpha=alpha)
+        alpha = min(member.alpha for member in members if member.alpha is not None)
+        p_values = [member.p_value for member in members if member.p_value is not None]
+        adjusted = stats.adjust_pvalues(p_values, method=claim_file.correction, alpha=alpha)
         for member, p_adjusted, reject in zip(members, adjusted.adjusted, adjusted.reject):
             member.figures["p_adjusted"] = p_adjusted
             member.figures["correction"] = f"{claim_file.correction} over {len(members)} in family {family!r}"

@@ -8,9 +8,12 @@ written as evidence, so every verdict can be recomputed from the ledger.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from ledger.judge import stats
+from ledger.store.final_reading import choose_final
 
 
 def installation(rows: Sequence[Any], readings: Sequence[Any], depths: tuple[int, int], threshold: float) -> dict:
@@ -50,9 +53,9 @@ def guardrail(base_correct: Mapping[str, bool], readings: Sequence[Any], max_dro
 
 
 def retention_floor(rows: Sequence[Any], readings: Sequence[Any], floor: float, depths: tuple[int, int] | None) -> dict:
-    """Final-reading accuracy (loop = depth, or read once) must stay at or above ``floor``."""
+    """Final-reading accuracy (``ledger.store.final_reading``) must stay at or above ``floor``."""
     depth_of = {row.row_id: row.depth for row in rows}
-    final = [r for r in readings if r.loop in (depth_of[r.row_id], 0) or depth_of[r.row_id] == 0]
+    final = list(choose_final(readings, depth_of).values())
     if depths is not None:
         final = [r for r in final if depths[0] <= depth_of[r.row_id] <= depths[1]]
     correct = sum(1 for r in final if r.correct)
@@ -87,3 +90,35 @@ def depth_gate(a: Mapping[str, tuple[int, bool]], b: Mapping[str, tuple[int, boo
         "detail": {"summary": f"{test}: passing depths {list(run) if run else 'none'} (needs {consecutive} consecutive, "
                               f"alpha {alpha})", "per_depth": result.to_dict()["per_depth"]},
     }
+
+
+# ----------------------------------------------------------------------------- the gate kinds' entry points
+
+
+@dataclass
+class GateInputs:
+    """What a gate can be judged on; the runner fills in what it has (the reference is fetched on demand)."""
+
+    rows: Sequence[Any] = ()
+    readings: Sequence[Any] = ()
+    base_correct: Callable[[], Mapping[str, bool]] | None = None  # the base's loop-1 reading on the same rows
+    arm_outcomes: Mapping[str, tuple[int, bool]] = field(default_factory=dict)  # depth gates: the gate's arm
+    versus_outcomes: Mapping[str, tuple[int, bool]] = field(default_factory=dict)  # ... and the arm it compares to
+
+
+def judge_installation(gate: Any, inputs: GateInputs) -> dict:
+    return installation(inputs.rows, inputs.readings, tuple(gate.depths), gate.threshold)
+
+
+def judge_guardrail(gate: Any, inputs: GateInputs) -> dict:
+    if inputs.base_correct is None:
+        raise ValueError(f"gate {gate.id}: a guardrail needs the base's reading of its rows")
+    return guardrail(inputs.base_correct(), inputs.readings, gate.max_drop)
+
+
+def judge_retention_floor(gate: Any, inputs: GateInputs) -> dict:
+    return retention_floor(inputs.rows, inputs.readings, gate.floor, tuple(gate.depths) if gate.depths else None)
+
+
+def judge_depth_gate(gate: Any, inputs: GateInputs) -> dict:
+    return depth_gate(inputs.arm_outcomes, inputs.versus_outcomes, gate.test, gate.alpha, gate.consecutive)

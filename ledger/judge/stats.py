@@ -15,16 +15,41 @@ Conventions used throughout:
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from scipy import optimize, special
-from scipy.stats import binom, fisher_exact, norm
-from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.proportion import proportion_confint
+
+
+class _Deferred:
+    """A scipy object imported on first use: scipy.stats alone takes seconds to import on a small
+    machine, and ``ledger verify`` or a report should not pay for it before a test is computed."""
+
+    def __init__(self, module: str, name: str | None = None):
+        self._module, self._name = module, name
+        self._resolved: Any = None
+
+    def _target(self) -> Any:
+        if self._resolved is None:
+            module = importlib.import_module(self._module)
+            self._resolved = getattr(module, self._name) if self._name else module
+        return self._resolved
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._target(), attribute)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._target()(*args, **kwargs)
+
+
+optimize = _Deferred("scipy.optimize")
+special = _Deferred("scipy.special")
+binom = _Deferred("scipy.stats", "binom")
+fisher_exact = _Deferred("scipy.stats", "fisher_exact")
+norm = _Deferred("scipy.stats", "norm")
 
 Alternative = Literal["two-sided", "greater", "less"]
 _ALTERNATIVES = ("two-sided", "greater", "less")
@@ -491,6 +516,8 @@ def adjust_pvalues(
     raw = np.asarray(pvalues, dtype=float)
     if raw.size == 0:
         return AdjustedPValues(method=method, alpha=float(alpha), raw=(), adjusted=(), reject=())
+    from statsmodels.stats.multitest import multipletests  # heavy (pulls in pandas): only when a family is adjusted
+
     reject, adjusted, _, _ = multipletests(raw, alpha=alpha, method=method)
     return AdjustedPValues(
         method=method,
@@ -576,6 +603,8 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> Interval:
         raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    from statsmodels.stats.proportion import proportion_confint  # heavy: only when an interval is asked for
+
     lower, upper = proportion_confint(k, n, alpha=1.0 - confidence, method="wilson")
     estimate = k / n
     return Interval(

@@ -4,27 +4,15 @@ from __future__ import annotations
 
 from ledger.rows.contamination import check_contamination
 from ledger.rows.manifest import Manifest
-from ledger.spec.protocol import ArithmeticManifest, Protocol, RuleChasingManifest
-from ledger.rows.tasks import generate_arithmetic, generate_rule_chasing
-from ledger.rows.tasks.alphabets import resolve_alphabet
+from ledger.spec.manifests import GENERATORS
+from ledger.spec.manifests import ManifestSpec
+from ledger.spec.protocol import Protocol
 
 
-def build_manifest(spec: RuleChasingManifest | ArithmeticManifest) -> Manifest:
+def build_manifest(spec: ManifestSpec) -> Manifest:
     """The rows a manifest spec names: deterministic in the spec alone."""
-    if isinstance(spec, RuleChasingManifest):
-        rows = generate_rule_chasing(
-            surface=spec.surface,
-            symbols=resolve_alphabet(spec.alphabet),
-            depth_range=tuple(spec.depths),
-            rows_per_depth=spec.rows_per_depth,
-            seed=spec.seed,
-            split=spec.split,
-            version=spec.version,
-            distractors=spec.distractors,
-        )
-    else:
-        rows = generate_arithmetic(seed=spec.seed, split=spec.split, per_op=spec.per_op, version=spec.version)
-    return Manifest(name=spec.id, rows=tuple(rows))
+    generate = GENERATORS.implementation(spec.generator)
+    return Manifest(name=spec.id, rows=tuple(generate(**spec.generator_params())))
 
 
 def build_manifests(protocol: Protocol, *, check: bool = True) -> dict[str, Manifest]:

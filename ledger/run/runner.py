@@ -26,22 +26,20 @@ from __future__ import annotations
 import logging
 import os
 import platform
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.canonical import canonical_json, sha256_file, sha256_hex
 from ledger.rows.manifest import Manifest
-from ledger.spec.protocol import (
-    DepthGate,
-    GuardrailGate,
-    InstallationGate,
-    Protocol,
-    RetentionFloorGate,
-    RuleChasingManifest,
-    base_location,
-)
-from ledger.spec.loader import load_protocol
+from ledger.spec.bases import base_location
+from ledger.spec.gates import GATE_KINDS
+from ledger.spec.manifests import GENERATORS
+from ledger.spec.protocol import Protocol
+from ledger.spec.check import check_protocol_file
+
+if TYPE_CHECKING:
+    from ledger.store.reads import RecordedCheckpoint
 
 log = logging.getLogger("ledger.run")
 
@@ -135,7 +133,8 @@ class Runner:
     def __init__(self, protocol_path: str | Path, *, db: str | None, out: str | Path | None, resume: bool,
                  arms: list[str] | None, progress: bool = True):
         self.protocol_path = Path(protocol_path)
-        self.protocol = load_protocol(self.protocol_path)
+        # complete validation before anything is written: the database is not even opened
+        self.protocol = check_protocol_file(self.protocol_path).protocol
         self.protocol_dir = self.protocol_path.resolve().parent
         known = [arm.id for arm in self.protocol.arms]
         unknown = [arm for arm in (arms or []) if arm not in known]
@@ -245,7 +244,7 @@ class Runner:
                 save_file(state, str(tmp), metadata={"ledger": canonical_json({"base": name})})
                 tmp.replace(target)
             sha, path = sha256_file(target), str(target)
-        if self.store.get("checkpoints", sha256=sha) is None:
+        if self.store.checkpoint(sha) is None:
             self.store.add_checkpoint(sha256=sha, path=path, arm=f"base:{name}", status="promoted", stage="base",
                                       meta={"source": self.protocol.bases[name].source})
         return sha
@@ -282,11 +281,7 @@ class Runner:
         return run_id
 
     def _has_evidence(self, run_id: str, manifest_id: str, checkpoint: str) -> bool:
-        found = self.store.query(
-            "SELECT 1 FROM evidence WHERE run_id = :run AND manifest_sha256 = :m AND checkpoint_sha256 = :c LIMIT 1",
-            {"run": run_id, "m": self.manifest_sha[manifest_id], "c": checkpoint},
-        ).records()
-        return bool(found)
+        return self.store.has_evidence(run_id, self.manifest_sha[manifest_id], checkpoint)
 
     def _write_evidence(self, run_id, arm, manifest_id, checkpoint, readings) -> None:
         self.store.add_evidence(
@@ -339,14 +334,14 @@ class Runner:
         for stage in arm.stages:
             recorded = self._stage_checkpoint(run_id, stage.id)
             if recorded is not None:
-                if recorded["status"] == "failed":
+                if recorded.status == "failed":
                     raise RunRefused(
-                        f"arm {arm.id} stage {stage.id}: checkpoint {recorded['sha256'][:12]} failed its gates "
-                        f"({_failed_gates(self.store, recorded['sha256'])}): its lineage cannot be continued"
+                        f"arm {arm.id} stage {stage.id}: checkpoint {recorded.sha256[:12]} failed its gates "
+                        f"({_failed_gates(self.store, recorded.sha256)}): its lineage cannot be continued"
                     )
-                runtime.load(Path(recorded["path"]))
-                self._write_gate_evidence(runtime, arm, stage, recorded["sha256"], run_id)
-                parent = recorded["sha256"]
+                runtime.load(Path(recorded.path))
+                self._write_gate_evidence(runtime, arm, stage, recorded.sha256, run_id)
+                parent = recorded.sha256
                 outcome.checkpoints.append(parent)
                 log.info("arm %s stage %s: resumed from checkpoint %s", arm.id, stage.id, parent)
                 continue
@@ -371,11 +366,11 @@ class Runner:
         return outcome
 
     def _evaluate(self, runtime, arm, manifest_id: str, rows):
+        from ledger.run.dry_run import read_rows
+
         spec = self.protocol.manifest(manifest_id)
-        if spec.generator == "arithmetic":
-            readings = runtime.choice_at_loop1(rows, arm.evaluation.batch_size)
-            return self._inject(arm.id, readings)
-        return runtime.evaluate(rows, arm.evaluation)
+        readings = read_rows(runtime, arm, spec, rows)
+        return self._inject(arm.id, readings) if GENERATORS[spec.generator].reading == "choice" else readings
 
     def _inject(self, arm_id: str, readings):
         if self.fault == ("tier1_regression", arm_id):
@@ -384,18 +379,13 @@ class Runner:
                 reading.prediction = None
         return readings
 
-    def _stage_checkpoint(self, run_id: str, stage_id: str) -> dict | None:
-        found = self.store.query(
-            "SELECT * FROM checkpoints WHERE run_id = :run AND stage = :stage ORDER BY id DESC",
-            {"run": run_id, "stage": stage_id},
-        ).records()
-        return found[0] if found else None
+    def _stage_checkpoint(self, run_id: str, stage_id: str) -> RecordedCheckpoint | None:
+        found = self.store.checkpoints_of_run(run_id, stage=stage_id)
+        return found[-1] if found else None
 
     def _last_checkpoint(self, run_id: str) -> str | None:
-        found = self.store.query(
-            "SELECT sha256 FROM checkpoints WHERE run_id = :run ORDER BY id DESC", {"run": run_id}
-        ).records()
-        return found[0]["sha256"] if found else None
+        found = self.store.checkpoints_of_run(run_id)
+        return found[-1].sha256 if found else None
 
     def _train_stage(self, runtime, arm, stage, run_id: str, parent: str):
         from arms.runtime import TrainingDiverged
@@ -438,21 +428,14 @@ class Runner:
         return results
 
     def _judge(self, gate, arm, rows, readings) -> dict:
-        from ledger.judge import gates as judge
+        from ledger.judge.gates import GateInputs
 
-        if isinstance(gate, InstallationGate):
-            verdict = judge.installation(rows, readings, tuple(gate.depths), gate.threshold)
-        elif isinstance(gate, GuardrailGate):
+        def base_correct() -> dict[str, bool]:
             reference = self._base_reference(arm.base, gate.manifest)
-            base_rows = self.store.query(
-                "SELECT row_id, correct FROM evidence WHERE arm = :arm AND manifest_sha256 = :m AND loop = 1",
-                {"arm": reference, "m": self.manifest_sha[gate.manifest]},
-            ).records()
-            verdict = judge.guardrail({r["row_id"]: bool(r["correct"]) for r in base_rows}, readings, gate.max_drop)
-        elif isinstance(gate, RetentionFloorGate):
-            verdict = judge.retention_floor(rows, readings, gate.floor, tuple(gate.depths) if gate.depths else None)
-        else:
-            raise RunRefused(f"gate {gate.id}: a depth gate compares two arms and cannot follow a stage")
+            base_rows = self.store.readings(self.manifest_sha[gate.manifest], arm=reference, loop=1)
+            return {r.row_id: bool(r.correct) for r in base_rows}
+
+        verdict = GATE_KINDS.implementation(gate.kind)(gate, GateInputs(rows, readings, base_correct))
         return {"gate": gate.id, "action": gate.action, **verdict}
 
     def _write_gate_evidence(self, runtime, arm, stage, checkpoint, run_id, computed=None) -> None:
@@ -472,22 +455,21 @@ class Runner:
             done.add(gate.manifest)
 
     def _depth_gates(self, outcomes: list[ArmOutcome]) -> None:
-        from ledger.judge import gates as judge
+        from ledger.judge.gates import GateInputs
         from ledger.store.evidence import StoreEvidence
 
         evidence = StoreEvidence(self.store, (self.sha,))
         finals = {o.arm: o.checkpoints[-1] for o in outcomes if o.status == "complete" and o.checkpoints}
         for gate in self.protocol.gates:
-            if not isinstance(gate, DepthGate) or gate.arm not in finals or gate.versus not in finals:
+            if GATE_KINDS[gate.kind].after != "arms" or gate.arm not in finals or gate.versus not in finals:
                 continue
-            a = evidence.outcomes(gate.arm, gate.manifest, None) or {}
-            b = evidence.outcomes(gate.versus, gate.manifest, None) or {}
-            verdict = judge.depth_gate(a, b, gate.test, gate.alpha, gate.consecutive)
+            inputs = GateInputs(
+                arm_outcomes=evidence.outcomes(gate.arm, gate.manifest, None) or {},
+                versus_outcomes=evidence.outcomes(gate.versus, gate.manifest, None) or {},
+            )
+            verdict = GATE_KINDS.implementation(gate.kind)(gate, inputs)
             checkpoint = finals[gate.arm]
-            existing = self.store.query(
-                "SELECT 1 FROM gate_results WHERE checkpoint_sha256 = :c AND gate = :g", {"c": checkpoint, "g": gate.id}
-            ).records()
-            if not existing:
+            if not any(recorded.gate == gate.id for recorded in self.store.gate_results([checkpoint])):
                 self.store.add_gate_result(
                     checkpoint, gate.id, verdict["passed"], value=verdict.get("value"), metric=verdict.get("metric"),
                     action=gate.action, detail=verdict["detail"],
@@ -499,16 +481,11 @@ class Runner:
     # -- summaries
 
     def _accuracy(self, run_id: str, manifest_id: str, checkpoint: str) -> tuple[tuple[int, int], tuple[int, int]]:
-        rows = self.store.query(
-            "SELECT r.depth, e.loop, e.correct FROM evidence e JOIN rows r ON r.manifest_sha256 = e.manifest_sha256 "
-            "AND r.row_id = e.row_id WHERE e.run_id = :run AND e.manifest_sha256 = :m AND e.checkpoint_sha256 = :c",
-            {"run": run_id, "m": self.manifest_sha[manifest_id], "c": checkpoint},
-        ).records()
-        final = [r for r in rows if r["loop"] in (r["depth"], 0) or (r["depth"] == 0 and r["loop"] == 1)]
+        final = self.store.final_readings(self.manifest_sha[manifest_id], run_id=run_id, checkpoint_sha256=checkpoint)
         spec = self.protocol.manifest(manifest_id)
-        tail_from = spec.depths[1] - 3 if isinstance(spec, RuleChasingManifest) else None
-        tail = [r for r in final if tail_from is not None and r["depth"] >= tail_from]
-        count = lambda subset: (sum(1 for r in subset if r["correct"]), len(subset))  # noqa: E731
+        tail_from = spec.depths[1] - 3 if GENERATORS[spec.generator].reading == "by_loop" else None
+        tail = [r for r in final if tail_from is not None and r.depth >= tail_from]
+        count = lambda subset: (sum(1 for r in subset if r.correct), len(subset))  # noqa: E731
         return count(final), count(tail)
 
     def _unfinished_arms(self) -> list[str]:
@@ -517,11 +494,10 @@ class Runner:
         for arm in self.protocol.arms:
             run_id = self._run_id(arm.id)
             last = self._last_checkpoint(run_id)
-            if last is not None and self.store.get_checkpoint(last)["status"] == "failed":
+            if last is not None and self.store.checkpoint(last).status == "failed":
                 continue  # a hard stop is finished: its claims are judged without it
             evaluated = all(
-                self.store.query("SELECT 1 FROM evidence WHERE run_id = :run AND manifest_sha256 = :m LIMIT 1",
-                                 {"run": run_id, "m": self.manifest_sha[manifest_id]}).records()
+                self.store.has_evidence(run_id, self.manifest_sha[manifest_id])
                 for manifest_id in arm.evaluation.manifests
             )
             if not evaluated:
@@ -529,12 +505,15 @@ class Runner:
         return unfinished
 
     def _claims(self):
+        """Judge the preregistered claims and record their first outcomes (verify itself only reads)."""
+        from ledger.audit.recording import record_outcomes
         from ledger.audit.verify import verify
 
         paths = [(self.protocol_dir / relative).resolve() for relative in self.protocol.claims]
         if not paths:
             return []
         report = verify(self.store, paths)
+        record_outcomes(self.store, report)
         return report.verdicts
 
     def _report(self) -> Path | None:
@@ -587,8 +566,8 @@ class _Progress:
 
 
 def _failed_gates(store, sha: str) -> str:
-    rows = store.query("SELECT gate FROM gate_results WHERE checkpoint_sha256 = :c AND passed = 0", {"c": sha}).records()
-    return ", ".join(sorted({row["gate"] for row in rows})) or "status failed"
+    failed = {gate.gate for gate in store.gate_results([sha]) if not gate.passed}
+    return ", ".join(sorted(failed)) or "status failed"
 
 
 def _parse_fault(value: str | None):
@@ -602,10 +581,5 @@ def _parse_fault(value: str | None):
 
 def evidence_digest(store, protocol_sha256: str) -> tuple[int, str]:
     """(rows, SHA-256) over the deterministic content of a protocol's evidence (latency excluded)."""
-    rows = store.query(
-        "SELECT e.arm, e.manifest_sha256, e.row_id, e.loop, e.prediction, e.correct, e.checkpoint_sha256, "
-        "e.tokens_generated FROM evidence e JOIN runs u ON u.run_id = e.run_id "
-        "WHERE u.protocol_sha256 = :p ORDER BY e.arm, e.manifest_sha256, e.row_id, e.loop, e.checkpoint_sha256",
-        {"p": protocol_sha256},
-    ).records()
+    rows = [asdict(content) for content in store.evidence_contents(protocol_sha256)]
     return len(rows), sha256_hex(canonical_json([[r[k] for k in sorted(r)] for r in rows]))

@@ -9,13 +9,28 @@ preregisters them (``check_claims_against``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
-from ledger.spec.protocol import DepthRange, Protocol, StrictModel, _located
+from ledger.registry import Kind, Registry, check_union
+from ledger.spec.common import DepthRange, StrictModel, located as _located
 from ledger.spec.loader import ProtocolIssue, load_model_file
+from ledger.spec.protocol import Protocol
+
+
+@dataclass(frozen=True)
+class StatisticKind(Kind):
+    """A claim statistic. ``reads``: the evidence it is computed from: "rows" (per-row outcomes of its arms at
+    the final reading, or at the claim's ``loop``), "per_depth" (per-depth counts or rows; needs depths) or
+    "gate" (a recorded gate result)."""
+
+    reads: str = "rows"
+
+
+STATISTICS: Registry[StatisticKind] = Registry("claim statistic")
 
 
 class RowFilter(StrictModel):
@@ -91,10 +106,22 @@ class GateClaim(_ClaimCommon):
     expect: Literal["pass", "fail"] = "pass"
 
 
+for _statistic in (
+    StatisticKind("paired_exact", PairedExactClaim, "ledger.judge.claims:paired_exact",
+                  "exact McNemar on the discordant pairs"),
+    StatisticKind("accuracy", AccuracyClaim, "ledger.judge.claims:accuracy", "one arm's accuracy against a threshold"),
+    StatisticKind("noninferiority", NonInferiorityClaim, "ledger.judge.claims:noninferiority",
+                  "Tango's paired non-inferiority with a margin"),
+    StatisticKind("frontier_ratio", FrontierClaim, "ledger.judge.claims:frontier_ratio",
+                  "frontier depth / training support", reads="per_depth"),
+    StatisticKind("gate", GateClaim, "ledger.judge.claims:gate", "a recorded gate result", reads="gate"),
+):
+    STATISTICS.add(_statistic)
 Claim = Annotated[
-    Union[PairedExactClaim, AccuracyClaim, NonInferiorityClaim, FrontierClaim, GateClaim],
-    Field(discriminator="statistic"),
-]
+        PairedExactClaim | AccuracyClaim | NonInferiorityClaim | FrontierClaim | GateClaim,
+        Field(discriminator="statistic"),
+    ]
+check_union(STATISTICS, Claim)
 
 
 class ClaimFile(StrictModel):

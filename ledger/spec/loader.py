@@ -58,6 +58,7 @@ class _Document:
     def line_of(self, path: tuple[Any, ...]) -> int | None:
         """1-based line of the deepest node along ``path`` (the key's line for a mapping key)."""
         node = self.root
+        assert node is not None  # an empty document is refused before any line is asked for
         line = node.start_mark.line + 1
         for element in path:
             if isinstance(node, yaml.MappingNode):
@@ -164,7 +165,7 @@ def _issues_from_validation(exc: ValidationError, document: _Document) -> list[P
     return unique
 
 
-def _friendly(error: dict, ctx: dict) -> tuple[str, tuple[Any, ...]]:
+def _friendly(error: Any, ctx: dict) -> tuple[str, tuple[Any, ...]]:
     """Pydantic's message, reworded where a person would otherwise have to guess."""
     kind = error["type"]
     if kind == "missing":
@@ -210,3 +211,9 @@ def _data_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
         else:
             path.append(element)
     return tuple(path)
+
+
+def locate(file: str | Path, problems: list[tuple[tuple[Any, ...], str]]) -> list[ProtocolIssue]:
+    """``(path, message)`` problems found after loading, as issues with the YAML line of each path."""
+    document = _Document(Path(file).read_text(encoding="utf-8"), str(file))
+    return [_issue(document, path, message) for path, message in problems]

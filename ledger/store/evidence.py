@@ -2,17 +2,15 @@
 
 Scoped to one registered protocol (or imported release): manifest names are resolved
 among that protocol's manifests, so two protocols may both call a manifest ``eval``.
-The *final reading* of a row is its evidence at loop = depth (a recurrent arm at forced
-depth) or at loop 0 (an arm read once, e.g. a dense arm's generated text).
+A claim without a loop reads each row's final reading (``ledger.store.final_reading``).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
-from ledger.store import Store
+from ledger.store.chain import Store
+from ledger.store.reads import EvidenceReading
 
 
 @dataclass
@@ -20,70 +18,53 @@ class StoreEvidence:
     store: Store
     protocol_sha256s: tuple[str, ...]
 
-    def _in(self) -> tuple[str, dict[str, Any]]:
-        names = {f"p{i}": sha for i, sha in enumerate(self.protocol_sha256s)}
-        return ", ".join(f":{name}" for name in names), names
-
     def manifest_sha256(self, manifest: str) -> str | None:
-        placeholders, params = self._in()
-        found = self.store.query(
-            f"SELECT sha256 FROM manifests WHERE name = :name AND protocol_sha256 IN ({placeholders}) ORDER BY id DESC",
-            {"name": manifest, **params},
-        ).records()
-        return found[0]["sha256"] if found else None
+        """The latest registered manifest of that name in scope."""
+        found = self.store.manifests_of(self.protocol_sha256s, name=manifest)
+        return found[-1].sha256 if found else None
 
-    def records(self, arm: str, manifest: str) -> list[dict]:
-        """The arm's evidence on a manifest from its LATEST checkpoint that read it.
+    def _latest(self, arm: str, manifest: str) -> tuple[str, str] | None:
+        """(manifest sha, checkpoint sha) of the arm's latest checkpoint that read the manifest."""
+        sha = self.manifest_sha256(manifest)
+        if sha is None:
+            return None
+        checkpoint = self.store.latest_checkpoint_on(arm, sha)
+        return (sha, checkpoint) if checkpoint is not None else None
+
+    def records(self, arm: str, manifest: str) -> list[EvidenceReading]:
+        """The arm's readings of a manifest by its LATEST checkpoint that read it, by row then loop.
 
         An arm read on the same rows by several checkpoints (a gate after each stage)
         is judged by the last one; earlier readings stay in the ledger for the gates.
         """
-        sha = self.manifest_sha256(manifest)
-        if sha is None:
+        latest = self._latest(arm, manifest)
+        if latest is None:
             return []
-        return self.store.query(
-            "SELECT e.row_id, r.depth, e.loop, e.correct, e.prediction, e.checkpoint_sha256, e.entry_seq "
-            "FROM evidence e JOIN rows r ON r.manifest_sha256 = e.manifest_sha256 AND r.row_id = e.row_id "
-            "WHERE e.arm = :arm AND e.manifest_sha256 = :sha AND e.checkpoint_sha256 = ("
-            "  SELECT c.sha256 FROM evidence x JOIN checkpoints c ON c.sha256 = x.checkpoint_sha256"
-            "  WHERE x.arm = :arm AND x.manifest_sha256 = :sha ORDER BY c.id DESC LIMIT 1) "
-            "ORDER BY r.position, e.loop",
-            {"arm": arm, "sha": sha},
-        ).records()
+        sha, checkpoint = latest
+        return self.store.readings(sha, arm=arm, checkpoint_sha256=checkpoint, in_manifest_order=True)
 
     def outcomes(self, arm: str, manifest: str, loop: int | None) -> dict[str, tuple[int, bool]] | None:
-        rows = self.records(arm, manifest)
-        if not rows:
+        latest = self._latest(arm, manifest)
+        if latest is None:
             return None
-        found: dict[str, tuple[int, bool]] = {}
-        for record in rows:
-            if record["correct"] is None:
-                continue
-            wanted = (record["loop"] == loop) if loop is not None else record["loop"] in (record["depth"], 0)
-            if wanted and (loop is not None or record["row_id"] not in found or record["loop"] == record["depth"]):
-                found[record["row_id"]] = (int(record["depth"]), bool(record["correct"]))
+        sha, checkpoint = latest
+        if loop is None:
+            readings = self.store.final_readings(sha, arm=arm, checkpoint_sha256=checkpoint)
+        else:
+            readings = [r for r in self.records(arm, manifest) if r.loop == loop and r.correct is not None]
+        found = {reading.row_id: (int(reading.depth), bool(reading.correct)) for reading in readings}
         return found or None
 
     def depth_counts(self, arm: str, manifest: str) -> dict[int, tuple[int, int]] | None:
-        placeholders, params = self._in()
-        for entry in self.store.query(
-            "SELECT payload FROM chain_entries WHERE kind = 'external_counts' ORDER BY seq DESC"
-        ).records():
-            data = json.loads(entry["payload"])["data"]
-            if data["protocol_sha256"] in params.values() and data["id"] == manifest and data["arm"] == arm:
-                return {int(depth): (int(c), int(t)) for depth, (c, t) in data["counts"].items()}
+        """The latest imported per-depth summary of the arm on that manifest id, in scope."""
+        for summary in reversed(self.store.external_counts()):
+            if summary.protocol_sha256 in self.protocol_sha256s and summary.manifest == manifest and summary.arm == arm:
+                return summary.counts
         return None
 
     def gate_passed(self, gate: str, arm: str) -> bool | None:
-        placeholders, params = self._in()
-        found = self.store.query(
-            "SELECT g.passed FROM gate_results g JOIN checkpoints c ON c.sha256 = g.checkpoint_sha256 "
-            "LEFT JOIN runs u ON u.run_id = c.run_id "
-            f"WHERE g.gate = :gate AND c.arm = :arm AND (u.protocol_sha256 IS NULL OR u.protocol_sha256 IN ({placeholders})) "
-            "ORDER BY g.id DESC",
-            {"gate": gate, "arm": arm, **params},
-        ).records()
-        return bool(found[0]["passed"]) if found else None
+        return self.store.latest_gate_verdict(gate, arm, self.protocol_sha256s)
 
     def checkpoints_used(self, arm: str, manifest: str) -> set[str]:
-        return {record["checkpoint_sha256"] for record in self.records(arm, manifest)}
+        latest = self._latest(arm, manifest)
+        return {latest[1]} if latest is not None else set()

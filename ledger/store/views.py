@@ -5,6 +5,10 @@
 * ``v_lineage``                -- every checkpoint with each of its ancestors (recursive CTE).
 * ``v_claim_evidence``         -- claims -> stat_tests -> stat_test_inputs -> evidence -> checkpoints.
 * ``v_claim_status``           -- each claim with its first and latest recorded outcome.
+* ``v_final_readings``         -- each row's final reading per arm and checkpoint (migration 0002;
+  the rule of ``ledger.store.final_reading``).
+
+pandas is imported only when a DataFrame is asked for.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ VIEW_NAMES = (
     "v_lineage",
     "v_claim_evidence",
     "v_claim_status",
+    "v_final_readings",
 )
 
 

@@ -38,11 +38,13 @@ pytest.importorskip("tokenizers")
 
 from arms.bases.loading import tiny_qwen2_config  # noqa: E402
 from arms.model.recurrent import RecurrentLM  # noqa: E402
+from arms.train.step import take_step  # noqa: E402
 from arms.train.recurrent import (  # noqa: E402
     accuracy_by_loop,
     evaluate_loops,
     make_recurrent_batch,
-    recurrent_train_step,
+    per_loop_accuracy,
+    recurrent_loss,
 )
 from ledger.rows.manifest import Row  # noqa: E402
 from ledger.reader.shared import Reader  # noqa: E402
@@ -129,11 +131,24 @@ def train(budget: str, steps: int = STEPS, seed: int = SEED):
         batch = make_recurrent_batch(rows_at(TRAIN_DEPTHS), reader)
         model.train()
         t0 = time.perf_counter()
-        history = [recurrent_train_step(model, batch, opt, objective="intermediate") for _ in range(steps)]
+        history = [_step(model, batch, opt) for _ in range(steps)]
         seconds = time.perf_counter() - t0
     finally:
         torch.set_num_threads(threads)
     return model, reader, history, seconds
+
+
+def _step(model, batch, opt) -> dict:
+    """The live training step (``take_step``, as `ledger run` takes it) and the batch's per-loop accuracy."""
+    outputs = []
+
+    def loss_fn():
+        outputs.append(recurrent_loss(model, batch, objective="intermediate"))
+        return outputs[-1].loss
+
+    step = take_step(opt, loss_fn, [p for group in opt.param_groups for p in group["params"]])
+    accuracy, _ = per_loop_accuracy(outputs[-1].logits.detach(), batch)
+    return {"loss": step.loss, "per_loop_accuracy": accuracy}
 
 
 @pytest.fixture(scope="module", params=["full", "block+bridge"])

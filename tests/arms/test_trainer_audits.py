@@ -2,7 +2,7 @@
 
 - Finite-difference gradient audit (arms.train.audits.gradient_audit) on the actual trainable
   tensors - bridge LN, P_p, P_h (+ bias), g and block weights - in float64, with the loss
-  being exactly what arms.train.recurrent.recurrent_train_step optimises
+  being exactly what arms.train.step.take_step optimises
   (arms.train.recurrent.recurrent_loss), for every objective. The bridge is moved off its
   identity init first (at init z = h, so g and the LN get exactly zero gradient; that
   is checked too).
@@ -29,13 +29,14 @@ from arms.train.audits import gradient_audit  # noqa: E402
 from arms.bases.loading import tiny_qwen2_config  # noqa: E402
 from arms.train.optim import UpdateAuditError, build_optimizer, update_audit  # noqa: E402
 from arms.model.recurrent import RecurrentLM  # noqa: E402
+from arms.train.step import take_step  # noqa: E402
 from arms.train.recurrent import (  # noqa: E402
     accuracy_by_loop,
     evaluate_loops,
     make_recurrent_batch,
     objective_loss,
     recurrent_loss,
-    recurrent_train_step,
+    per_loop_accuracy,
 )
 from arms.train.objectives import IGNORE_INDEX  # noqa: E402
 from ledger.rows.manifest import Row  # noqa: E402
@@ -206,7 +207,7 @@ def test_gradient_audit_with_truncated_backprop_flags_the_no_grad_loop(float64_e
 
 def _step_fn(model, batch, opt):
     def step():
-        recurrent_train_step(model, batch, opt, objective="intermediate", grad_clip=1.0)
+        take_step(opt, lambda: recurrent_loss(model, batch).loss, [p for p in model.parameters() if p.requires_grad])
 
     return step
 
@@ -284,15 +285,25 @@ def test_train_step_objectives_and_errors():
     assert logits.shape == (4, 4, len(SYMBOLS))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     with pytest.raises(ValueError, match="anneal_weight"):
-        recurrent_train_step(model, batch, opt, objective="anneal")
+        recurrent_loss(model, batch, objective="anneal")
     with pytest.raises(ValueError, match="loops"):
-        recurrent_train_step(model, batch, opt, loops=3)
-    with pytest.raises(ValueError, match="no gradient"):  # every cell in a no-grad loop
-        recurrent_train_step(model, batch, opt, objective="outcome", no_grad_loops=4)
-    m = recurrent_train_step(model, batch, opt, objective="anneal", anneal_weight=0.5, loops=5, no_grad_loops=1)
-    assert m["loops"] == 5 and m["per_loop_cells"] == [4, 3, 2, 1, 0]
-    assert m["per_loop_accuracy"][4] is None and all(0 <= a <= 1 for a in m["per_loop_accuracy"][:4])
-    assert m["grad_norm"] > 0 and m["loss"] > 0
+        recurrent_loss(model, batch, loops=3)
+    # every cell in a no-grad loop: nothing is updated
+    before = [p.detach().clone() for p in model.parameters()]
+    step = take_step(opt, lambda: recurrent_loss(model, batch, objective="outcome", no_grad_loops=4).loss,
+                     model.parameters())
+    assert not step.updated and all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    outputs = []
+
+    def loss_fn():
+        outputs.append(recurrent_loss(model, batch, objective="anneal", anneal_weight=0.5, loops=5, no_grad_loops=1))
+        return outputs[-1].loss
+
+    step = take_step(opt, loss_fn, model.parameters())
+    accuracy, cells = per_loop_accuracy(outputs[-1].logits.detach(), batch)
+    assert outputs[-1].loops == 5 and cells == [4, 3, 2, 1, 0]
+    assert accuracy[4] is None and all(0 <= a <= 1 for a in accuracy[:4])
+    assert step.updated and step.grad_norm > 0 and step.loss > 0
 
 
 def test_evaluate_loops_is_the_readers_decode_of_the_full_logits():

@@ -1,4 +1,8 @@
-"""`ledger register / deviate / verify / head / query`: preregistration, tamper evidence, external audit."""
+"""`ledger register / deviate / verify / head / query`: preregistration, tamper evidence, external audit.
+
+`ledger verify` only reads; `--record` records first outcomes and `--import` imports the
+releases that external claim files name.
+"""
 
 from __future__ import annotations
 
@@ -86,9 +90,9 @@ def project(tmp_path, monkeypatch):
     return tmp_path, db, checkpoint_files
 
 
-def verify_json(db: str, *paths: str, capsys) -> tuple[int, dict]:
+def verify_json(db: str, *args: str, capsys) -> tuple[int, dict]:
     capsys.readouterr()
-    code = run("verify", *paths, "--db", db, "--json")
+    code = run("verify", *args, "--db", db, "--json")
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -98,7 +102,7 @@ def by_id(report: dict) -> dict[str, dict]:
 
 def test_untouched_ledger_verifies_and_records_first_outcomes(project, capsys):
     _, db, _ = project
-    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    code, report = verify_json(db, "claims.yaml", "--record", capsys=capsys)
     claims = by_id(report)
     assert code == 0, report
     assert claims["A_beats_B"]["outcome"] == "supported" and claims["A_beats_B"]["integrity"] == "verified"
@@ -202,12 +206,12 @@ def test_a_claim_without_all_its_evidence_records_no_first_outcome(project, caps
             return {row["claim_id"].rsplit("/", 1)[-1]: row["outcome"] for row in store.rows_of("claim_outcomes")}
 
     arm_runs("A")
-    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    code, report = verify_json(db, "claims.yaml", "--record", capsys=capsys)
     assert code != 0 and by_id(report)["A_beats_B"]["outcome"] == "unverifiable"
     assert by_id(report)["A_accurate"]["outcome"] == "supported"
     assert recorded() == {"A_accurate": "supported"}
     arm_runs("B")
-    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    code, report = verify_json(db, "claims.yaml", "--record", capsys=capsys)
     assert code == 0, report
     assert by_id(report)["A_beats_B"]["outcome"] == "supported" and by_id(report)["A_beats_B"]["first_outcome"] is None
     assert recorded() == {"A_accurate": "supported", "A_beats_B": "supported", "B_deep": "supported"}
@@ -284,7 +288,7 @@ def test_head_and_since_head(project, capsys):
     head = capsys.readouterr().out.strip()
     root, size = head.split(":")
     assert len(root) == 64 and int(size) > 0
-    assert run("verify", "claims.yaml", "--db", db, "--since-head", head) == 0  # recording outcomes grows the log
+    assert run("verify", "claims.yaml", "--db", db, "--record", "--since-head", head) == 0  # recording grows the log
     capsys.readouterr()
     assert run("verify", "claims.yaml", "--db", db, "--since-head", f"{'0' * 64}:{size}") == 4
     assert run("verify", "claims.yaml", "--db", db, "--since-head", "nonsense") == 2
@@ -321,14 +325,65 @@ def load_protocol_text(folder: Path):
     return load_protocol(folder / "p.yaml")
 
 
+# ----------------------------------------------------------------------------- verify only reads
+
+
+def test_verify_leaves_the_database_byte_identical(project, capsys):
+    tmp_path, db, _ = project
+    files = sorted(tmp_path.glob("ledger.db*"))
+    with open_store(db) as store:
+        size = store.head()[1]
+    before = {path.name: path.read_bytes() for path in sorted(tmp_path.glob("ledger.db*"))}
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 0, report
+    assert {path.name: path.read_bytes() for path in sorted(tmp_path.glob("ledger.db*"))} == before, files
+    with open_store(db) as store:
+        assert store.head()[1] == size
+        assert store.rows_of("claim_outcomes") == [] and store.rows_of("stat_tests") == []
+    code, _ = verify_json(db, "claims.yaml", "--record", capsys=capsys)
+    assert code == 0
+    with open_store(db) as store:
+        assert store.head()[1] > size
+        assert {row["outcome"] for row in store.rows_of("claim_outcomes")} == {"supported"}
+
+
+def test_verify_on_a_missing_database_is_one_line_exit_2_and_creates_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
+    capsys.readouterr()
+    assert run("verify", "claims.yaml", "--db", f"sqlite:///{tmp_path / 'runs' / 'missing.db'}") == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "no ledger database" in error, error
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["claims.yaml"]
+
+
+def test_an_external_claim_file_whose_release_is_not_imported_says_how(tmp_path, capsys, monkeypatch):
+    require_reference()
+    monkeypatch.chdir(ROOT)
+    db = f"sqlite:///{tmp_path / 'external.db'}"
+    with open_store(db):
+        pass  # an empty ledger
+    code, report = verify_json(db, "claims/external/", capsys=capsys)
+    assert code == 5
+    reasons = {claim["reason"] for claim in report["claims"]}
+    assert len(reasons) == 1 and "--import" in reasons.pop()
+    with open_store(db) as store:
+        assert store.head()[1] == 0  # nothing was imported
+
+
 # ----------------------------------------------------------------------------- external audit
 
 
-@pytest.mark.skipif(not REFERENCE.is_dir(), reason="needs ../shared/reference (present in CI and sessions)")
+def require_reference() -> None:
+    """The external audit's data must be there: a missing copy is a failure, not a skip."""
+    assert REFERENCE.is_dir(), f"the released reference data is missing: expected it at {REFERENCE}"
+
+
 def test_external_audit_verifies_from_an_empty_database(tmp_path, capsys, monkeypatch):
+    require_reference()
     monkeypatch.chdir(ROOT)
     db = f"sqlite:///{tmp_path / 'external.db'}"
-    code, report = verify_json(db, "claims/external/", capsys=capsys)
+    code, report = verify_json(db, "claims/external/", "--import", capsys=capsys)
     assert code == 0, [c for c in report["claims"] if not c["ok"]]
     claims = by_id(report)
     a_vs_b = claims["phaseA_A_vs_B"]["figures"]
@@ -336,6 +391,10 @@ def test_external_audit_verifies_from_an_empty_database(tmp_path, capsys, monkey
     assert f"{a_vs_b['p_value']:.2e}" == "5.72e-257"
     assert claims["phaseA_B_total"]["figures"]["correct"] == 496
     assert round(claims["n24_support12_frontier"]["figures"]["frontier"], 2) == 17.93
+    with open_store(db) as store:
+        size = store.head()[1]
+    code, report = verify_json(db, "claims/external/", "--import", capsys=capsys)  # imported once only
+    assert code == 0 and report["head"]["size"] == size
     # Tamper with an imported release file's evidence behind the store's back: caught.
     connection = sqlite3.connect(tmp_path / "external.db")
     for (trigger,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
@@ -375,3 +434,16 @@ def test_verify_names_the_table_for_a_tamper_in_every_table(tmp_path, capsys):
         code, report = verify_json(f"sqlite:///{db_path}", str(tmp_path / "noclaims"), capsys=capsys)
         assert code == 4, table
         assert any(problem.startswith(f"{table} ") or f" {table} " in problem for problem in report["chain_problems"]), (table, report["chain_problems"])
+
+
+def test_verify_and_the_statistics_import_without_the_heavy_libraries():
+    """statsmodels, pandas, scipy and matplotlib load when a test, a table or a figure needs them, not on import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ledger.judge.stats, ledger.audit.verify, ledger.report.html, ledger.store.views\n"
+        "heavy = [m for m in ('statsmodels', 'pandas', 'scipy', 'matplotlib', 'torch') if m in sys.modules]\n"
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)

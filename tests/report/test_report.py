@@ -1,7 +1,8 @@
 """`ledger report`: the HTML report and its figures, read from a real ledger.
 
 The main fixture imports the split-bridge release (claims/external) into a fresh SQLite
-ledger through `verify` (which also records every claim's first outcome), once per module.
+ledger (`ledger verify --import --record`: import, verify, record every claim's first
+outcome), once per module.
 A second, small hand-built ledger (a registered protocol with training stages, gates,
 lineage and latency) covers what the release has not: latency, lineage nesting, gates and
 the training support read from the protocol.
@@ -30,11 +31,13 @@ from ledger.report.html import (
     write_report,
 )
 from ledger.store import open_store
+from ledger.audit.recording import import_external, record_outcomes
 from ledger.audit.verify import verify
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 RELEASE = "recurrent-qwen-svgd"
+REFERENCE = ROOT.parent / "shared" / "reference" / RELEASE
 
 
 # ----------------------------------------------------------------------------- HTML parsing
@@ -136,8 +139,11 @@ def released(tmp_path_factory):
     """The split-bridge release imported and its claims verified (first outcomes recorded)."""
     tmp = tmp_path_factory.mktemp("report")
     store = open_store(f"sqlite:///{tmp / 'ledger.db'}")
+    assert REFERENCE.is_dir(), f"the released reference data is missing: expected it at {REFERENCE}"
+    import_external(store, [ROOT / "claims/external"])
     report = verify(store, [ROOT / "claims/external"])
     assert report.exit_code == 0, report.to_dict()
+    assert len(record_outcomes(store, report)) == len(report.verdicts)
     shas, support = resolve_protocol(store, RELEASE)
     assert support is None  # a release has no training stages
     html_path = write_report(store, shas, tmp / "out", title="Split bridge, external audit",
@@ -188,7 +194,7 @@ def test_per_depth_accuracy_figure_for_phase_a_names_all_five_arms(released):
     assert totals == {"A": "1506 / 1792", "B": "496 / 1792", "C": "1292 / 1792", "D": "656 / 1792",
                       "E": "1501 / 1792"}
     # ARC (multiple choice) is not a rule-chasing manifest: no per-depth figure for it
-    names = {manifest["name"] for manifest in rule_chasing_manifests(store, shas)}
+    names = {manifest.name for manifest in rule_chasing_manifests(store, shas)}
     assert names == {"phaseA", "persistence"}
 
 
@@ -203,7 +209,7 @@ def test_heatmaps_for_recurrent_arms(released):
     assert not [img for img in heatmaps.iter("img") if "arm B " in img.attrs.get("alt", "")]
 
     # Arm A on phaseA: evidence only at loop = depth, so only the diagonal is filled.
-    phase_a = {m["name"]: m["sha256"] for m in rule_chasing_manifests(store, shas)}
+    phase_a = {m.name: m.sha256 for m in rule_chasing_manifests(store, shas)}
     grid = active_label_grid(store, shas, phase_a["phaseA"], "A")
     assert grid.depths == list(range(1, 15)) and grid.loops == list(range(1, 15))
     for i, depth in enumerate(grid.depths):
@@ -369,7 +375,7 @@ def test_support_depths_come_from_the_training_stages(tiny):
     _, src = figure_with_img(accuracy, "per-depth accuracy on eval")
     assert_png(out.parent / src)
     # the train manifest holds no evidence and is a training manifest: never plotted
-    assert {m["name"] for m in rule_chasing_manifests(store, (protocol.sha256,))} == {"eval"}
+    assert {m.name for m in rule_chasing_manifests(store, (protocol.sha256,))} == {"eval"}
     with pytest.raises(LookupError):
         resolve_protocol(store, "no-such-protocol")
 
@@ -417,7 +423,7 @@ def test_unevaluated_claim_and_heatmap_of_a_hand_built_ledger(tiny):
     rows = [tr for tr in claims.iter("tr") if "data-claim" in tr.attrs]
     assert [tr.attrs["data-claim"] for tr in rows] == ["tiny-report/A_accurate"]
     assert rows[0].attrs["data-outcome"] == "not evaluated" and "not evaluated" in rows[0].text()
-    manifest = rule_chasing_manifests(store, (protocol.sha256,))[0]["sha256"]
+    manifest = rule_chasing_manifests(store, (protocol.sha256,))[0].sha256
     grid = active_label_grid(store, (protocol.sha256,), manifest, "A")
     assert grid.values[3] == [1.0, 1.0, 1.0, 0.5]  # depth 4, loop 4: half the rows wrong
     assert grid.values[0] == [1.0, None, None, None]

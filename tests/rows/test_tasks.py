@@ -387,12 +387,12 @@ def test_arithmetic_options():
 
 
 def test_registry_dispatch():
-    assert set(GENERATORS) == {"rule_chasing", "arithmetic"}
+    assert set(GENERATORS.names()) == {"rule_chasing", "arithmetic"}
     direct = generate_rule_chasing(surface="pointer", depth_range=(1, 2), rows_per_depth=2, seed=4, split="test")
     assert generate("rule_chasing", surface="pointer", depth_range=[1, 2], rows_per_depth=2, seed=4, split="test") == direct
     assert generate("arithmetic", seed=1) == generate_arithmetic(seed=1)
     assert generate_manifest("tier1", "arithmetic", seed=1).sha256 == Manifest(name="x", rows=tuple(generate_arithmetic(seed=1))).sha256
-    with pytest.raises(ValueError, match="unknown generator 'chess'"):
+    with pytest.raises(ValueError, match="unknown task generator 'chess'"):
         generate("chess", seed=0)
     with pytest.raises(TypeError, match="arithmetic"):
         generate("arithmetic", seed=0, depth_range=(1, 2))

@@ -96,7 +96,7 @@ def _without(arm, *keys):
 
 def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_own_rows():
     from ledger.rows.builder import build_manifest, build_manifests
-    from ledger.spec.protocol import LrSchedule
+    from ledger.spec.arms import LrSchedule
 
     tiny, long = load_protocol(TINY), load_protocol(LONG)
     assert long.purpose == "confirmatory" and long.gates == tiny.gates and long.version == 3

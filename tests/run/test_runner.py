@@ -228,3 +228,45 @@ def test_an_exploratory_protocol_may_not_hold_an_evaluation_manifest_or_claims(t
         load_protocol(path)
     message = str(caught.value)
     assert "manifest 'eval' has role 'eval'" in message and "preregisters no claims" in message
+
+
+def test_every_reader_takes_the_same_final_readings_from_a_run(reference):
+    """Recurrent (A, E), dense (B, C) and depth-0 guardrail (tier1) readings of the smoke run: the runner's
+    accuracy, claims' evidence, the report's series and the auditor view agree (ledger/store/final_reading.py)."""
+    from ledger.report.data import scoped_readings, series_of
+    from ledger.spec.loader import load_protocol
+    from ledger.store.evidence import StoreEvidence
+
+    folder, _, stdout = reference
+    protocol = load_protocol(SMOKE)
+    with open_store(f"sqlite:///{folder / 'ledger.db'}") as store:
+        evidence = StoreEvidence(store, (protocol.sha256,))
+        checked = set()
+        for view_row in store.query("SELECT DISTINCT arm, manifest, manifest_sha256, checkpoint_sha256 "
+                                    "FROM v_final_readings").records():
+            arm, manifest, manifest_sha, checkpoint = (view_row[k] for k in
+                                                       ("arm", "manifest", "manifest_sha256", "checkpoint_sha256"))
+            view = {row["row_id"]: (row["depth"], row["loop"], bool(row["correct"])) for row in store.query(
+                "SELECT row_id, depth, loop, correct FROM v_final_readings "
+                "WHERE arm = :a AND manifest_sha256 = :m AND checkpoint_sha256 = :c",
+                {"a": arm, "m": manifest_sha, "c": checkpoint}).records()}
+            finals = {row_id: (depth, correct) for row_id, (depth, _, correct) in view.items()}
+            read = store.final_readings(manifest_sha, arm=arm, checkpoint_sha256=checkpoint)
+            assert {r.row_id: (r.depth, r.correct) for r in read} == finals
+            kind = {"A": "recurrent", "E": "recurrent", "B": "dense", "C": "dense"}.get(arm, "base")
+            if manifest == "tier1":
+                assert {(depth, loop) for depth, loop, _ in view.values()} == {(0, 1)}
+            elif kind == "recurrent":
+                assert all(loop == depth for depth, loop, _ in view.values())
+            else:
+                assert {loop for _, loop, _ in view.values()} == {0}
+            series = [s for s in series_of(scoped_readings(store, (protocol.sha256,), manifest_sha))
+                      if s.arm == arm and s.checkpoint_sha256 == checkpoint]
+            assert sum(p.n for p in series[0].points) == len(finals)
+            assert sum(p.correct for p in series[0].points) == sum(c for _, c in finals.values())
+            if manifest == "eval":  # claims judge each arm's latest checkpoint; the runner prints its accuracy
+                assert evidence.outcomes(arm, manifest, None) == finals
+                correct = sum(c for _, c in finals.values())
+                assert f"│ {arm}   │ complete │ eval {correct}/{len(finals)} = " in stdout, stdout
+            checked.add((kind, manifest))
+    assert {("recurrent", "eval"), ("dense", "eval"), ("recurrent", "tier1"), ("base", "tier1")} <= checked

@@ -2,7 +2,9 @@
 
 ``tests/pins/canonical_hashes.json`` was computed by the code at commit 0fa6d87 (before the
 layout by flow stage); a registered protocol's canonical hash must never change, nor may a
-refactor move one row of a manifest or one field of a preregistered claim.
+refactor move one row of a manifest or one field of a preregistered claim. The only changes
+are new versions recorded in ``tests/pins/deviations.json`` (old hash, new hash, the items
+that changed and why), and each is replayed here through ``ledger deviate``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ledger.spec.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = json.loads((ROOT / "tests" / "pins" / "canonical_hashes.json").read_text())
+DEVIATIONS = json.loads((ROOT / "tests" / "pins" / "deviations.json").read_text())
 
 
 def test_every_committed_file_is_pinned() -> None:
@@ -31,7 +34,12 @@ def test_every_committed_file_is_pinned() -> None:
 @pytest.mark.parametrize("relative", sorted(PINS["protocols"]))
 def test_protocol_and_manifest_hashes_unchanged(relative: str) -> None:
     protocol = load_protocol(ROOT / relative)
-    assert protocol.sha256 == PINS["protocols"][relative]
+    deviation = DEVIATIONS.get(relative)
+    if deviation is None:
+        assert protocol.sha256 == PINS["protocols"][relative]
+    else:
+        assert deviation["from"] == PINS["protocols"][relative]
+        assert protocol.sha256 == deviation["to"] and protocol.version == deviation["version"]
     built = {name: manifest.sha256 for name, manifest in build_manifests(protocol).items()}
     assert built == PINS["manifests"][relative]
 
@@ -41,3 +49,33 @@ def test_claim_hashes_unchanged(relative: str) -> None:
     claim_file = load_claims(ROOT / relative)
     hashes = {claim.id: sha256_canonical(claim.model_dump(mode="json", by_alias=True)) for claim in claim_file.claims}
     assert hashes == PINS["claims"][relative]
+
+
+@pytest.mark.parametrize("relative", sorted(DEVIATIONS))
+def test_a_new_version_is_a_recorded_deviation_of_exactly_its_items(relative: str, tmp_path: Path) -> None:
+    """A ledger holding version 1 (registered before `ledger check` compared num_layers with the base, which
+    now refuses it) deviates to the committed file: the ledger records exactly the listed items."""
+    import yaml
+
+    from ledger.audit.preregistration import _write, deviate
+    from ledger.store import open_store
+
+    deviation = DEVIATIONS[relative]
+    current = (ROOT / relative).read_text()
+    data = yaml.safe_load(current)
+    data["version"] = 1
+    data["bases"]["tiny_large"]["num_layers"] = 4  # the value before the deviation
+    for link in ("claims", "bases"):  # what the protocol names relative to its folder (../claims, ../bases)
+        (tmp_path / link).symlink_to(ROOT / link)
+    old, new = tmp_path / "v1" / Path(relative).name, tmp_path / "v2" / Path(relative).name
+    for path, text in ((old, yaml.safe_dump(data, sort_keys=False)), (new, current)):
+        path.parent.mkdir()
+        path.write_text(text)
+    store = open_store(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        assert _write(store, old, load_protocol(old)).sha256 == deviation["from"]  # as the earlier code did
+        before, after, changes = deviate(store, new, reason=deviation["reason"], timing="before_data")
+    finally:
+        store.close()
+    assert (before, after) == (deviation["from"], deviation["to"])
+    assert sorted(item for item, _, _ in changes) == sorted(deviation["items"])

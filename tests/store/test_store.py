@@ -125,7 +125,8 @@ def test_second_open_of_same_db(tmp_path):
 
 def test_create_false_refuses_missing_database(tmp_path):
     with pytest.raises(StoreError, match="ledger db upgrade"):
-        open_store(_url(tmp_path / "missing.db"), create=False)
+        open_store(_url(tmp_path / "nowhere" / "missing.db"), create=False)
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its folder was created
 
 
 def test_not_a_ledger_database_is_refused(tmp_path):
@@ -161,14 +162,15 @@ def test_older_revision_is_refused_until_upgraded(tmp_path, monkeypatch):
         store.add_protocol({"name": "p", "version": "1"})
     newer = tmp_path / "migrations"
     shutil.copytree(engine_module.MIGRATIONS_DIR, newer, ignore=shutil.ignore_patterns("__pycache__"))
-    (newer / "versions" / "0002_test.py").write_text(
+    current = head_revision()
+    (newer / "versions" / "9999_test.py").write_text(
         textwrap.dedent(
-            '''
-            """test-only second revision"""
+            f'''
+            """test-only next revision"""
             from alembic import op
 
-            revision = "0002"
-            down_revision = "0001"
+            revision = "9999"
+            down_revision = "{current}"
             branch_labels = None
             depends_on = None
 
@@ -183,14 +185,14 @@ def test_older_revision_is_refused_until_upgraded(tmp_path, monkeypatch):
         )
     )
     monkeypatch.setattr(engine_module, "MIGRATIONS_DIR", newer)
-    assert head_revision() == "0002"
+    assert head_revision() == "9999"
     with pytest.raises(SchemaVersionMismatch) as info:
         open_store(url)
     assert str(info.value) == (
-        f"database {url} is at schema revision 0001, this ledger expects 0002: "
+        f"database {url} is at schema revision {current}, this ledger expects 9999: "
         f"run `ledger db upgrade --db {url}`"
     )
-    assert upgrade(url) == "0002"
+    assert upgrade(url) == "9999"
     with open_store(url) as store:
         assert store.verify_chain().ok
         assert store.head()[1] == 1
@@ -328,11 +330,7 @@ def test_bulk_evidence_is_fast(tmp_path):
              "latency_ms": 2.0, "tokens_generated": 1}
             for i, row in enumerate(manifest.rows) for loop in (1, 2, 4, 8)
         ]
-        start = time.perf_counter()
-        assert store.add_evidence(records) == 5000
-        elapsed = time.perf_counter() - start
-        print(f"5000 evidence rows in {elapsed:.3f} s")
-        assert elapsed < 2.0  # typically ~0.3 s; generous for a shared CPU
+        assert store.add_evidence(records) == 5000  # one batched insert (its speed: bench/, not here)
         # a DataFrame with numpy types and NaN for missing values
         frame = pd.DataFrame(records[::4][:100]).assign(loop=16, score_margin=np.nan, tokens_generated=np.nan)
         assert store.add_evidence(frame, batch_size=40) == 100

@@ -11,14 +11,16 @@ generator and its parameters, and the manifest hash pins the result.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
+from ledger.registry import UnknownKind
 from ledger.rows.manifest import Manifest, Row
 from ledger.rows.tasks.alphabets import ALPHABETS, resolve_alphabet
 from ledger.rows.tasks.arithmetic import generate_arithmetic
 from ledger.rows.tasks.rule_chasing import generate_rule_chasing, make_table
 from ledger.rows.tasks.seeds import derive_seed, row_rng
 from ledger.rows.tasks.surfaces import SURFACES, render
+from ledger.spec.manifests import GENERATORS
 
 __all__ = [
     "ALPHABETS",
@@ -35,18 +37,12 @@ __all__ = [
     "row_rng",
 ]
 
-GENERATORS: dict[str, Callable[..., list[Row]]] = {
-    "rule_chasing": generate_rule_chasing,
-    "arithmetic": generate_arithmetic,
-}
-
-
 def generate(generator: str, **params: Any) -> list[Row]:
-    """Run the registered generator ``generator`` with keyword ``params``."""
+    """Run the registered generator ``generator`` (``ledger.spec.manifests.GENERATORS``) with keyword ``params``."""
     try:
-        function = GENERATORS[generator]
-    except KeyError:
-        raise ValueError(f"unknown generator {generator!r}; known generators: {', '.join(sorted(GENERATORS))}") from None
+        function = GENERATORS.implementation(generator)
+    except UnknownKind as exc:
+        raise ValueError(str(exc)) from None
     if "depth_range" in params and isinstance(params["depth_range"], list):  # YAML gives lists
         params["depth_range"] = tuple(params["depth_range"])
     try:

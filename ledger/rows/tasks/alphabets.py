@@ -15,6 +15,8 @@ canonical order stored in ``Row.symbols``.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import string
 from typing import Iterable
 
@@ -63,8 +65,8 @@ def resolve_alphabet(name_or_list: str | Iterable[str]) -> tuple[str, ...]:
             raise ValueError(f"alphabet symbols must be non-empty strings, got {symbol!r}")
         if symbol != symbol.strip() or "\n" in symbol or "\r" in symbol:
             raise ValueError(f"alphabet symbol {symbol!r} has surrounding whitespace or a line break")
-    seen: set[str] = set()
-    duplicates = sorted({s for s in symbols if s in seen or seen.add(s)})
+    counts = Counter(symbols)
+    duplicates = sorted(s for s, n in counts.items() if n > 1)
     if duplicates:
         raise ValueError(f"alphabet has duplicate symbols: {', '.join(map(repr, duplicates))}")
     return symbols

@@ -1,0 +1,97 @@
+"""Re-hashing what a claim rests on: manifests and rows, checkpoint files, the registered protocol and its file.
+
+Each finding is ``(integrity, message)`` with integrity ``tampered`` or ``unverifiable``.
+Everything here reads; nothing is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ledger.canonical import sha256_file, sha256_hex
+from ledger.rows.builder import build_manifests
+from ledger.spec.loader import ProtocolError, load_protocol
+from ledger.store import Store
+
+Finding = tuple[str, str]  # (integrity, message)
+
+
+class Integrity:
+    """Re-hashing shared by the claims of one verify (each item is checked once)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.manifest_cache: dict[str, list[str]] = {}
+        self.checkpoint_cache: dict[str, Finding | None] = {}
+
+    def manifest_problems(self, manifest_sha: str) -> list[str]:
+        if manifest_sha not in self.manifest_cache:
+            self.manifest_cache[manifest_sha] = self._manifest_problems(manifest_sha)
+        return self.manifest_cache[manifest_sha]
+
+    def _manifest_problems(self, manifest_sha: str) -> list[str]:
+        problems = []
+        record = self.store.manifest(manifest_sha)
+        rows = self.store.manifest_rows(manifest_sha)
+        for row in rows:
+            if sha256_hex(row.canonical_json) != row.sha256:
+                problems.append(f"manifest {record.name} row {row.row_id}: content does not match its hash")
+        recomputed = sha256_hex("".join(row.canonical_json + "\n" for row in rows))
+        if recomputed != manifest_sha:
+            problems.append(f"manifest {record.name}: rows hash to {recomputed[:12]}, registered {manifest_sha[:12]}")
+        if len(rows) != record.n_rows:
+            problems.append(f"manifest {record.name}: {len(rows)} rows, registered {record.n_rows}")
+        return problems
+
+    def checkpoint_status(self, sha: str) -> Finding | None:
+        """None if the file re-hashes to its sha; else (integrity, message)."""
+        if sha not in self.checkpoint_cache:
+            self.checkpoint_cache[sha] = self._checkpoint_status(sha)
+        return self.checkpoint_cache[sha]
+
+    def _checkpoint_status(self, sha: str) -> Finding | None:
+        record = self.store.checkpoint(sha)
+        if record is None:
+            return ("tampered", f"checkpoint {sha[:12]} is not in the ledger")
+        if not record.path:
+            return ("unverifiable", f"checkpoint {sha[:12]} ({record.arm}) has no file to re-hash")
+        if not Path(record.path).is_file():
+            return ("unverifiable", f"checkpoint file {record.path} not found")
+        actual = sha256_file(record.path)
+        if actual != sha:
+            return ("tampered", f"checkpoint file {record.path} hashes to {actual[:12]}, registered {sha[:12]}")
+        return None
+
+
+def protocol_file_problems(store: Store, name: str, protocol_shas: tuple[str, ...]) -> list[Finding]:
+    """The registered protocol's own bytes, its canonical hash, and its file on disk."""
+    problems = []
+    for protocol in store.protocols(sha256s=protocol_shas):
+        if sha256_hex(protocol.canonical_json) != protocol.sha256:
+            problems.append(
+                ("tampered", f"registered protocol {name} {protocol.sha256[:12]}: content does not match its hash")
+            )
+    registrations = store.registrations(name)
+    if registrations:
+        problems.extend(_registered_file_problems(store, Path(registrations[-1].file), protocol_shas))
+    return problems
+
+
+def _registered_file_problems(store: Store, file: Path, protocol_shas: tuple[str, ...]) -> list[Finding]:
+    """The file the latest registration names still validates, hashes to a registered version, rebuilds its rows."""
+    if not file.is_file():
+        return [("unverifiable", f"protocol file {file} not found: cannot check it against the registration")]
+    try:
+        protocol = load_protocol(file)
+    except ProtocolError as exc:
+        return [("tampered", f"protocol file {file} no longer validates: {exc.issues[0]}")]
+    if protocol.sha256 not in protocol_shas:
+        return [("tampered", f"protocol file {file} was edited after registration without a recorded deviation "
+                             f"(file {protocol.sha256[:12]}, registered {', '.join(s[:12] for s in protocol_shas)})")]
+    registered = {manifest.name: manifest.sha256 for manifest in store.manifests_of([protocol.sha256])}
+    problems = []
+    for name, manifest in build_manifests(protocol, check=False).items():
+        if registered.get(name) not in (None, manifest.sha256):
+            problems.append(("tampered", f"manifest {name}: rebuilt from the protocol it hashes to "
+                                         f"{manifest.sha256[:12]}, registered {registered[name][:12]}"))
+    return problems

@@ -1,0 +1,104 @@
+"""Registries: one per extension point (arm kinds, bridges, budgets, recurrence schedules,
+objectives, claim statistics, gate kinds, task generators).
+
+A kind is declared once, where its spec model lives (``ledger/spec/``): its name, its
+spec model, what it supports and its implementation. The implementation is named as
+``"module:attribute"`` and imported only when first used, so the schema stays
+torch-free while an arm kind's implementation lives in ``arms/``. The protocol's
+discriminated unions, ``ledger check`` and every dispatch read the same registry.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+
+class UnknownKind(KeyError):
+    """A name no kind of this extension point is registered under."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What every kind declares: its name, its spec model and its implementation."""
+
+    name: str
+    spec: type
+    implementation: str  # "module:attribute", imported on first use
+    summary: str = ""
+    # Why `ledger run` cannot execute this kind yet; None: it runs. `ledger check` refuses
+    # a protocol that uses it, so nothing declared but unrunnable reaches a ledger.
+    not_runnable: str | None = None
+
+
+K = TypeVar("K", bound=Kind)
+
+
+class Registry(Generic[K]):
+    """The kinds of one extension point, in registration order (the schema's order)."""
+
+    def __init__(self, point: str):
+        self.point = point
+        self._kinds: dict[str, K] = {}
+        self._loaded: dict[str, Any] = {}
+
+    def add(self, kind: K) -> K:
+        if kind.name in self._kinds:
+            raise ValueError(f"{self.point} {kind.name!r} is registered twice")
+        self._kinds[kind.name] = kind
+        return kind
+
+    def __getitem__(self, name: str) -> K:
+        try:
+            return self._kinds[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self._kinds), n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(self._kinds)}"
+            raise UnknownKind(f"unknown {self.point} {name!r} ({hint})") from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._kinds
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._kinds.values())
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._kinds)
+
+    def specs(self) -> tuple[type, ...]:
+        return tuple(kind.spec for kind in self._kinds.values())
+
+    def implementation(self, name: str) -> Any:
+        """The kind's implementation object, imported on first use."""
+        return self.resolve(name, "implementation")
+
+    def resolve(self, name: str, attribute: str) -> Any:
+        """The object a ``"module:attribute"`` field of the kind names (``implementation``, or another
+        reference a kind declares, e.g. a budget's ``counter``), imported on first use."""
+        key = f"{name}:{attribute}"
+        if key not in self._loaded:
+            module, _, target = getattr(self[name], attribute).partition(":")
+            self._loaded[key] = getattr(importlib.import_module(module), target)
+        return self._loaded[key]
+
+
+def check_union(registry: Registry[Any], annotated: Any) -> None:
+    """A discriminated union is written out (for type checkers); it is refused at import unless it holds
+    exactly the registry's spec models in registration order, so the schema and the registry cannot drift."""
+    union = typing.get_args(annotated)[0]
+    members = typing.get_args(union) or (union,)
+    if tuple(members) != registry.specs():
+        raise TypeError(
+            f"the {registry.point} union lists {[m.__name__ for m in members]} but the registry holds "
+            f"{[s.__name__ for s in registry.specs()]}: add the new kind to both"
+        )

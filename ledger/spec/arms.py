@@ -1,0 +1,343 @@
+"""Arm specs: surgery, bridges, budgets, optimisers and schedules, recurrence, stages, evaluation, arm kinds."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, model_validator
+
+from ledger.registry import Kind, Registry, check_union
+from ledger.spec.common import LateOptions as _LateOptions, StrictModel, located as _located
+
+# The linear projections of a Llama-family decoder layer that LoRA may target.
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+
+# ----------------------------------------------------------------------------- the kinds
+
+
+@dataclass(frozen=True)
+class BridgeKind(Kind):
+    """How the state re-enters the block. Design S: loop 1 is the base route; design M: every loop runs it."""
+
+    design: str = "S"
+    groups: tuple[str, ...] = ()  # the optimiser groups of its tensors (names `group_lrs` may use)
+
+
+@dataclass(frozen=True)
+class BudgetKind(Kind):
+    """Which tensors train. ``bridges``: the bridge kinds the budget is defined for."""
+
+    bridges: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    trains_loop1: bool = True  # False: nothing it trains runs at loop 1, so depth-1 rows alone teach it nothing
+    counter: str = ""  # "module:attribute" counting its trainable parameters from configs (`ledger params`)
+
+
+@dataclass(frozen=True)
+class RecurrenceKind(Kind):
+    """How many loops a training step runs."""
+
+
+@dataclass(frozen=True)
+class ObjectiveKind(Kind):
+    """A stage's loss. ``reads``: the stage options it reads (and needs); ``target_format``: dense SFT targets."""
+
+    arm_kind: str = "recurrent"
+    reads: tuple[str, ...] = ()
+    target_format: str | None = None
+
+
+@dataclass(frozen=True)
+class ArmKind(Kind):
+    """A system under test. ``stage_options`` / ``evaluation_options``: the optional settings it reads."""
+
+    every_loop: bool = True  # a recurrent block read at every loop, or a dense model read once per row
+    groups: tuple[str, ...] = ()  # optimiser groups of an arm without a block (a block's come from bridge + budget)
+    stage_options: tuple[str, ...] = ()
+    evaluation_options: tuple[str, ...] = ()
+
+
+BRIDGES: Registry[BridgeKind] = Registry("bridge")
+BUDGETS: Registry[BudgetKind] = Registry("budget")
+RECURRENCES: Registry[RecurrenceKind] = Registry("recurrence schedule")
+OBJECTIVES: Registry[ObjectiveKind] = Registry("objective")
+ARM_KINDS: Registry[ArmKind] = Registry("arm kind")
+
+
+# ----------------------------------------------------------------------------- arms
+
+
+class Surgery(StrictModel):
+    """Where the recurrent block sits: exactly one of ``split`` or ``tuple``."""
+
+    split: tuple[int, int] | None = Field(
+        default=None, description="[a, b]: prelude layers 0..a-1, shared block a..b-1, coda b..end."
+    )
+    tuple_: tuple[int, int, int] | None = Field(
+        default=None, alias="tuple", description="[p, r, c]: first p layers, last r + c layers, middle dropped."
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "Surgery":
+        if (self.split is None) == (self.tuple_ is None):
+            raise _located("surgery needs exactly one of 'split: [a, b]' or 'tuple: [p, r, c]'", [])
+        if self.split is not None:
+            a, b = self.split
+            if not 0 < a < b:
+                raise _located(f"split [a, b] needs 0 < a < b, got [{a}, {b}]", ["split"])
+        if self.tuple_ is not None and min(self.tuple_) < 1:
+            raise _located(f"tuple [p, r, c] needs every count >= 1, got {list(self.tuple_)}", ["tuple"])
+        return self
+
+    def layers_needed(self) -> int:
+        """The fewest decoder layers a base must have for this surgery."""
+        if self.split is not None:
+            return self.split[1] + 1
+        assert self.tuple_ is not None
+        return sum(self.tuple_)
+
+    def model_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``RecurrentLM.build`` this spec sets (the one mapping)."""
+        return {"split": self.split, "tuple_": self.tuple_}
+
+
+class SplitBridge(_LateOptions):
+    kind: Literal["split"]
+    state_norm: bool = Field(
+        default=False,
+        description="Normalise the state (its own LayerNorm) before re-entry, so it cannot grow from loop to loop. "
+        "Not the paper's bridge.",
+    )
+    reentry: Literal["all", "answer"] = Field(
+        default="all",
+        description="Positions that carry the state into the next loop: all (the paper's), or only the answer "
+        "position, the prompt re-entering with the prelude output as at loop 1 (not the paper's bridge).",
+    )
+
+    _late_options = ("state_norm", "reentry")
+
+    def model_options(self) -> dict[str, Any]:
+        return {"bridge": self.kind, "state_norm": self.state_norm, "reentry": self.reentry}
+
+
+class ConcatBridge(StrictModel):
+    kind: Literal["concat"]
+    init: Literal["identity", "default"] = "identity"
+    initial_state: Literal["random", "zeros", "prelude"] = "random"
+    sigma: float = Field(default=1.0, gt=0)
+
+    def model_options(self) -> dict[str, Any]:
+        return {"bridge": self.kind, "adapter_init": self.init, "s0": self.initial_state, "s0_sigma": self.sigma}
+
+
+BRIDGES.add(BridgeKind("split", SplitBridge, "arms.model.bridges:SplitBridge", "P_p p + P_h LN(h): the paper's design S",
+                        groups=("bridge_p", "bridge_h", "bridge_rest")))
+BRIDGES.add(
+    BridgeKind("concat", ConcatBridge, "arms.model.bridges:ConcatAdapter", "W [s; e]: McLeish et al.'s design M", design="M",
+               groups=("bridge",))
+)
+Bridge = Annotated[SplitBridge | ConcatBridge, Field(discriminator="kind")]
+check_union(BRIDGES, Bridge)
+
+
+class FullBlockBudget(StrictModel):
+    kind: Literal["full_block"]
+
+
+class AdapterBudget(StrictModel):
+    kind: Literal["adapter"]
+    rank: int = Field(ge=1)
+    alpha: float = Field(gt=0)
+    dropout: float = Field(default=0.0, ge=0, lt=1)
+    targets: list[Literal[LORA_TARGETS]] = Field(default_factory=lambda: list(LORA_TARGETS), min_length=1)  # type: ignore[valid-type]
+
+
+BUDGETS.add(
+    BudgetKind("full_block", FullBlockBudget, "arms.model.budgets:full_block_budget", "the block + bridge train",
+               bridges=("split", "concat"), groups=("block",),
+               counter="arms.model.accounting:count_full_block")
+)
+BUDGETS.add(
+    BudgetKind("adapter", AdapterBudget, "arms.model.budgets:adapter_budget",
+               "one LoRA set on the block, off at loop 1 (design S only)", bridges=("split",), groups=("lora",),
+               trains_loop1=False, counter="arms.model.accounting:count_adapter")
+)
+Budget = Annotated[FullBlockBudget | AdapterBudget, Field(discriminator="kind")]
+check_union(BUDGETS, Budget)
+
+
+class LrSchedule(StrictModel):
+    """How a stage's learning rate moves: a multiplier on every group's lr (ratios kept)."""
+
+    kind: Literal["constant", "cosine", "linear"]
+    warmup_steps: int = Field(default=0, ge=0, description="Linear warm-up from lr/warmup_steps to lr.")
+    min_lr_ratio: float = Field(default=0.1, ge=0, le=1, description="cosine/linear: the last step's lr is lr x this.")
+
+    def scale(self, step: int, steps: int) -> float:
+        """The multiplier at 0-based ``step`` of ``steps``."""
+        if self.warmup_steps and step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        if self.kind == "constant":
+            return 1.0
+        span = max(steps - self.warmup_steps, 1)
+        progress = min(max(step - self.warmup_steps, 0) / span, 1.0)
+        floor = self.min_lr_ratio
+        if self.kind == "linear":
+            return floor + (1 - floor) * (1 - progress)
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class Optimizer(_LateOptions):
+    kind: Literal["adamw", "muon"] = "adamw"
+    lr: float = Field(gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    group_lrs: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per-tensor-group learning-rate multipliers (e.g. bridge_p: 0.1). Groups are whole tensors.",
+    )
+    schedule: LrSchedule | None = Field(default=None, description="Learning-rate schedule; none: constant lr.")
+
+    _late_options = ("schedule",)
+
+
+class ForcedRecurrence(StrictModel):
+    kind: Literal["forced"]
+
+
+class PoissonLognormalRecurrence(StrictModel):
+    kind: Literal["poisson_lognormal"]
+    mean: float = Field(gt=0)
+    sigma: float = Field(default=0.5, gt=0)
+    backprop_depth: int = Field(default=8, ge=1)
+    curriculum: Literal["none", "linear", "one_minus_sqrt"] = "none"
+    curriculum_fraction: float = Field(default=0.0, ge=0, le=1)
+
+
+RECURRENCES.add(
+    RecurrenceKind("forced", ForcedRecurrence, "arms.train.objectives:ForcedRecurrence", "loops = the row's depth")
+)
+RECURRENCES.add(
+    RecurrenceKind(
+        "poisson_lognormal", PoissonLognormalRecurrence, "arms.train.objectives:PoissonLognormalSampler",
+        "design M's sampled recurrence (mean, sigma, truncated backprop, curriculum)",
+        not_runnable="`ledger run` trains at forced depth only; sampled recurrence is not wired into its stages yet",
+    )
+)
+Recurrence = Annotated[ForcedRecurrence | PoissonLognormalRecurrence, Field(discriminator="kind")]
+check_union(RECURRENCES, Recurrence)
+
+for _objective in (
+    ObjectiveKind("intermediate", type(None), "arms.train.recurrent:intermediate_objective",
+                  "CE at every loop t <= depth against the t-th hop"),
+    ObjectiveKind("outcome", type(None), "arms.train.recurrent:outcome_objective", "CE at loop = depth on the answer"),
+    ObjectiveKind("anneal", type(None), "arms.train.recurrent:anneal_objective",
+                  "intermediate -> outcome over anneal_fraction of the steps", reads=("anneal_fraction",)),
+    ObjectiveKind("sft_direct", type(None), "arms.dense.sft_data:build_sft_examples", "SFT on the answer alone",
+                  arm_kind="dense", target_format="direct"),
+    ObjectiveKind("sft_scratchpad", type(None), "arms.dense.sft_data:build_sft_examples",
+                  "SFT on every hop, then the answer", arm_kind="dense", target_format="scratchpad"),
+):
+    OBJECTIVES.add(_objective)
+
+
+class Stage(StrictModel):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    objective: Literal[OBJECTIVES.names()]  # type: ignore[valid-type]
+    manifest: str = Field(description="Training manifest id.")
+    steps: int = Field(ge=1)
+    batch_size: int = Field(ge=1)
+    optimizer: Optimizer
+    recurrence: Recurrence | None = None
+    anneal_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="anneal: the chain weight ramps 1 -> 0 over this fraction of steps."
+    )
+    gates: list[str] = Field(default_factory=list, description="Gates evaluated after this stage.")
+
+    @model_validator(mode="after")
+    def _warmup_within_stage(self):
+        schedule = self.optimizer.schedule
+        if schedule is not None and schedule.warmup_steps >= self.steps:
+            raise _located(
+                f"warmup_steps ({schedule.warmup_steps}) must be fewer than the stage's steps ({self.steps})",
+                ["optimizer", "schedule", "warmup_steps"],
+            )
+        return self
+
+
+class Evaluation(StrictModel):
+    manifests: list[str] = Field(min_length=1)
+    loops: Literal["forced"] | list[Annotated[int, Field(ge=1)]] = "forced"
+    batch_size: int = Field(default=16, ge=1)
+    max_new_tokens: int = Field(default=48, ge=1, description="Dense arms: generation budget per row.")
+    latency_sample_per_depth: int = Field(default=4, ge=0)
+
+
+class _ArmCommon(StrictModel):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    base: str
+    init_from: str | None = Field(default=None, description="Continue from another arm's promoted checkpoint.")
+    init_checkpoint: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="Continue from a checkpoint recorded in the ledger (by SHA-256), e.g. from an earlier protocol; "
+        "refused if its lineage failed a hard gate or is exploratory.",
+    )
+    stages: list[Stage] = Field(default_factory=list)
+    evaluation: Evaluation
+
+
+class RecurrentArm(_ArmCommon):
+    kind: Literal["recurrent"]
+    surgery: Surgery
+    bridge: Bridge
+    budget: Budget
+
+    @model_validator(mode="after")
+    def _objectives(self) -> "RecurrentArm":
+        _check_stage_objectives(self.stages, self.kind)
+        return self
+
+
+class DenseArm(_ArmCommon):
+    kind: Literal["dense"]
+
+    @model_validator(mode="after")
+    def _objectives(self) -> "DenseArm":
+        _check_stage_objectives(self.stages, self.kind)
+        if self.evaluation.loops != "forced":
+            raise _located("dense arms are evaluated once per row: loops must be 'forced'", ["evaluation", "loops"])
+        return self
+
+
+def _check_stage_objectives(stages: list[Stage], kind: str) -> None:
+    allowed = tuple(objective.name for objective in OBJECTIVES if objective.arm_kind == kind)
+    for index, stage in enumerate(stages):
+        objective = OBJECTIVES[stage.objective]
+        if objective.arm_kind != kind:
+            raise _located(
+                f"objective {stage.objective!r} is not for {kind} arms (use one of {', '.join(allowed)})",
+                ["stages", index, "objective"],
+            )
+        for option in objective.reads:
+            if getattr(stage, option) is None:
+                raise _located(f"an {stage.objective} stage needs {option}", ["stages", index])
+
+
+ARM_KINDS.add(
+    ArmKind("recurrent", RecurrentArm, "arms.runtime:RecurrentRuntime", "a retrofitted recurrent block, read at every loop",
+            stage_options=("recurrence",), evaluation_options=("loops",))
+)
+ARM_KINDS.add(
+    ArmKind("dense", DenseArm, "arms.runtime:DenseRuntime", "a dense model fine-tuned by SFT, read once per row",
+            every_loop=False, groups=("matrices", "vectors"), evaluation_options=("max_new_tokens",))
+)
+Arm = Annotated[RecurrentArm | DenseArm, Field(discriminator="kind")]
+check_union(ARM_KINDS, Arm)
+
+

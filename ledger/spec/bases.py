@@ -1,0 +1,95 @@
+"""Bases: the pretrained model a protocol names, where it lives, and its shape read without torch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+from urllib.parse import parse_qsl, urlsplit
+
+from pydantic import Field
+
+from ledger.spec.common import StrictModel
+
+class BaseModelSpec(StrictModel):
+    """A pretrained base: a Hugging Face id or a local path, loaded offline."""
+
+    source: str = Field(description="HF hub id (must be in the local HF cache) or a local directory/file path.")
+    dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+    gguf_file: str | None = Field(default=None, description="File name of a GGUF checkpoint inside `source`.")
+    sha256: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{64}$", description="Expected SHA-256 of the weights file, checked on load."
+    )
+    chat_template: bool = Field(default=False, description="Wrap prompts in the tokenizer's chat template.")
+    num_layers: int | None = Field(default=None, ge=1, description="Decoder layer count, for checking surgery indices.")
+
+
+def base_location(spec: BaseModelSpec, protocol_dir: Path) -> str:
+    """The base's source with relative paths resolved against the protocol file's folder."""
+    source = spec.source
+    if source.startswith(("./", "../")):
+        return str((protocol_dir / source).resolve())
+    return source
+
+
+
+
+def parse_builtin(source: str) -> dict[str, int]:
+    """``builtin:tiny-qwen2?hidden=64&layers=4&seed=0`` -> its settings (defaults filled in)."""
+    parts = urlsplit(source)
+    name = parts.path
+    if name != "tiny-qwen2":
+        raise ValueError(f"unknown built-in base {name!r} (known: tiny-qwen2)")
+    settings = {"hidden": 64, "layers": 4, "heads": 4, "kv_heads": 2, "intermediate": 128, "seed": 0}
+    for key, value in parse_qsl(parts.query):
+        if key not in settings:
+            raise ValueError(f"unknown setting {key!r} for builtin:{name} (known: {', '.join(settings)})")
+        settings[key] = int(value)
+    return settings
+
+
+def actual_layers(spec: BaseModelSpec, protocol_dir: Path) -> int | None:
+    """The decoder layer count of the base itself, read without loading it; None if it is not on this machine.
+
+    A built-in base says it in its source; a local folder in its ``config.json``; a GGUF file in its metadata
+    (``<arch>.block_count``); a hub id in the config of the local Hugging Face cache.
+    """
+    source = base_location(spec, protocol_dir)
+    if source.startswith("builtin:"):
+        return parse_builtin(source)["layers"]
+    path = Path(source)
+    if path.is_dir() and spec.gguf_file:
+        path = path / spec.gguf_file
+    if path.is_dir():
+        return _config_layers(path / "config.json")
+    if path.is_file() and path.suffix == ".gguf":
+        return _gguf_layers(path)
+    if not path.exists() and not source.startswith(("/", ".")):
+        try:
+            from huggingface_hub import try_to_load_from_cache
+        except ImportError:
+            return None
+        cached = try_to_load_from_cache(source, "config.json")
+        return _config_layers(Path(cached)) if isinstance(cached, str) else None
+    return None
+
+
+def _config_layers(config: Path) -> int | None:
+    if not config.is_file():
+        return None
+    layers = json.loads(config.read_text()).get("num_hidden_layers")
+    return int(layers) if layers is not None else None
+
+
+def _gguf_layers(path: Path) -> int | None:
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        return None
+    fields = GGUFReader(str(path)).fields
+    architecture = fields.get("general.architecture")
+    if architecture is None:
+        return None
+    name = bytes(architecture.parts[architecture.data[0]]).decode()
+    count = fields.get(f"{name}.block_count")
+    return int(count.parts[count.data[0]][0]) if count is not None else None

@@ -1,0 +1,254 @@
+"""Complete validation: refuse every protocol the code cannot execute exactly as written.
+
+The schema (``load_protocol``) already refuses what is malformed. This adds what only the
+registries and the bases know: kinds declared but not runnable yet, combinations a kind
+does not support (an adapter budget on a concat bridge), options that nothing reads,
+base metadata that disagrees with the base itself, surgery outside the base's layers,
+gates that cannot judge what they are attached to, and claims whose statistic cannot be
+computed from the evidence the protocol will produce. ``ledger check``, ``register`` and
+``run`` call it before anything is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledger.spec.arms import ARM_KINDS, BRIDGES, BUDGETS, OBJECTIVES, RECURRENCES
+from ledger.spec.bases import actual_layers
+from ledger.spec.claims import STATISTICS, ClaimFile, check_claims_against, load_claims
+from ledger.spec.gates import GATE_KINDS
+from ledger.spec.loader import ProtocolError, ProtocolIssue, load_protocol, locate
+from ledger.spec.manifests import GENERATORS
+from ledger.spec.protocol import Protocol
+
+Problem = tuple[tuple[Any, ...], str]
+EVALUATION_COMMON = {"manifests", "batch_size", "latency_sample_per_depth"}
+
+
+@dataclass(frozen=True)
+class CheckedProtocol:
+    """A protocol that can be executed as written, with its claim files."""
+
+    protocol: Protocol
+    path: Path
+    claim_files: list[tuple[Path, ClaimFile]]
+
+
+def check_protocol_file(path: str | Path) -> CheckedProtocol:
+    """Load, validate and check a protocol and its claim files; raise ``ProtocolError`` with every issue."""
+    path = Path(path)
+    protocol = load_protocol(path)
+    issues = locate(path, runnable_problems(protocol, path.resolve().parent))
+    claim_files: list[tuple[Path, ClaimFile]] = []
+    for index, relative in enumerate(protocol.claims):
+        claim_path = (path.parent / relative).resolve()
+        if not claim_path.is_file():
+            issues += locate(path, [(("claims", index), f"claim file {relative!r} not found (looked at {claim_path})")])
+            continue
+        try:
+            claim_file = load_claims(claim_path)
+        except ProtocolError as exc:
+            issues += exc.issues
+            continue
+        found = check_claims_against(claim_file, protocol, str(claim_path))
+        if not found:
+            found = locate(claim_path, claim_problems(claim_file, protocol))
+        issues += found
+        claim_files.append((claim_path, claim_file))
+    if issues:
+        raise ProtocolError(issues)
+    return CheckedProtocol(protocol, path, claim_files)
+
+
+# ----------------------------------------------------------------------------- the protocol
+
+
+def runnable_problems(protocol: Protocol, protocol_dir: Path) -> list[Problem]:
+    problems: list[Problem] = []
+    layers = _bases(protocol, protocol_dir, problems)
+    for a, arm in enumerate(protocol.arms):
+        at = ("arms", a)
+        kind = ARM_KINDS[arm.kind]
+        _runnable(kind, (*at, "kind"), problems)
+        if kind.every_loop:  # a recurrent block's pieces: bridge, budget, surgery
+            _recurrent_pieces(arm, at, layers.get(arm.base), problems)
+        _continuation(protocol, arm, at, problems)
+        for s, stage in enumerate(arm.stages):
+            _stage(protocol, arm, kind, stage, (*at, "stages", s), problems)
+        formats = {OBJECTIVES[stage.objective].target_format for stage in arm.stages}
+        if len(formats) > 1:
+            problems.append(((*at, "stages"), f"arm {arm.id} mixes SFT formats {sorted(map(str, formats))}: it is "
+                             "read in one format, so every stage must train that one"))
+        unread = (arm.evaluation.model_fields_set - EVALUATION_COMMON) - set(kind.evaluation_options)
+        problems += [((*at, "evaluation", name), f"{arm.kind} arms do not read evaluation.{name}") for name in unread]
+    _gates(protocol, problems)
+    return problems
+
+
+def _bases(protocol: Protocol, protocol_dir: Path, problems: list[Problem]) -> dict[str, int | None]:
+    layers: dict[str, int | None] = {}
+    for name, spec in protocol.bases.items():
+        try:
+            actual = actual_layers(spec, protocol_dir)
+        except (ValueError, OSError) as exc:
+            problems.append((("bases", name, "source"), f"cannot read the base's shape: {exc}"))
+            actual = None
+        if actual is not None and spec.num_layers is not None and actual != spec.num_layers:
+            problems.append((("bases", name, "num_layers"),
+                             f"says {spec.num_layers} layers but the base at {spec.source} has {actual}"))
+        layers[name] = actual if actual is not None else spec.num_layers
+    return layers
+
+
+def _runnable(kind: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
+    if kind.not_runnable:
+        problems.append((at, f"{kind.name!r} is declared but cannot run: {kind.not_runnable}"))
+
+
+def _recurrent_pieces(arm: Any, at: tuple[Any, ...], layers: int | None, problems: list[Problem]) -> None:
+    bridge, budget = BRIDGES[arm.bridge.kind], BUDGETS[arm.budget.kind]
+    _runnable(bridge, (*at, "bridge", "kind"), problems)
+    _runnable(budget, (*at, "budget", "kind"), problems)
+    if bridge.name not in budget.bridges:
+        problems.append(((*at, "budget", "kind"), f"the {budget.name} budget is defined for bridge(s) "
+                         f"{', '.join(budget.bridges)} only, not {bridge.name!r}"))
+    if layers is not None and arm.surgery.layers_needed() > layers:
+        problems.append(((*at, "surgery"), f"surgery needs at least {arm.surgery.layers_needed()} decoder layers "
+                         f"but base {arm.base!r} has {layers}"))
+
+
+def _continuation(protocol: Protocol, arm: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
+    """An arm continued from another arm loads its trainable tensors: they must be the same tensors."""
+    if arm.init_from is None:
+        return
+    source: Any = protocol.arm(arm.init_from)
+    same = source.kind == arm.kind and source.base == arm.base
+    if same and ARM_KINDS[arm.kind].every_loop:
+        same = (source.surgery, source.bridge, source.budget) == (arm.surgery, arm.bridge, arm.budget)
+    if not same:
+        problems.append(((*at, "init_from"), f"arm {arm.id} continues from arm {source.id}, whose trainable tensors "
+                         "differ (continuing needs the same kind, base, surgery, bridge and budget)"))
+
+
+def _stage(protocol: Protocol, arm: Any, kind: Any, stage: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
+    objective = OBJECTIVES[stage.objective]
+    _runnable(objective, (*at, "objective"), problems)
+    if stage.recurrence is not None:
+        if "recurrence" not in kind.stage_options:
+            problems.append(((*at, "recurrence"), f"{arm.kind} arms do not read a recurrence schedule"))
+        else:
+            _runnable(RECURRENCES[stage.recurrence.kind], (*at, "recurrence", "kind"), problems)
+    if kind.every_loop and not BUDGETS[arm.budget.kind].trains_loop1:
+        manifest: Any = protocol.manifest(stage.manifest)
+        if GENERATORS[manifest.generator].reading != "by_loop" or manifest.depths[1] < 2:
+            problems.append(((*at, "manifest"), f"the {arm.budget.kind} budget trains nothing at loop 1: its stage "
+                             f"needs rows of depth 2 or more (manifest {stage.manifest!r} has none)"))
+    if stage.anneal_fraction is not None and "anneal_fraction" not in objective.reads:
+        problems.append(((*at, "anneal_fraction"), f"objective {stage.objective!r} does not read anneal_fraction"))
+    groups = _groups(arm)
+    for name in stage.optimizer.group_lrs:
+        if name not in groups:
+            problems.append(((*at, "optimizer", "group_lrs", name),
+                             f"arm {arm.id} trains no group {name!r} (its groups: {', '.join(groups)})"))
+    for g, gate_id in enumerate(stage.gates):
+        gate = next(gate for gate in protocol.gates if gate.id == gate_id)
+        gate_kind = GATE_KINDS[gate.kind]
+        where = (*at, "gates", g)
+        if gate_kind.after != "stage":
+            problems.append((where, f"gate {gate_id!r} ({gate.kind}) is judged after its arms finish, not after a stage"))
+        elif gate_kind.arm_kinds and arm.kind not in gate_kind.arm_kinds:
+            problems.append((where, f"a {gate.kind} gate judges {', '.join(gate_kind.arm_kinds)} arms, not {arm.kind}"))
+
+
+def _groups(arm: Any) -> tuple[str, ...]:
+    if ARM_KINDS[arm.kind].every_loop:
+        return BUDGETS[arm.budget.kind].groups + BRIDGES[arm.bridge.kind].groups
+    return ARM_KINDS[arm.kind].groups
+
+
+def _gates(protocol: Protocol, problems: list[Problem]) -> None:
+    staged = {gate_id for arm in protocol.arms for stage in arm.stages for gate_id in stage.gates}
+    for g, gate in enumerate(protocol.gates):
+        kind = GATE_KINDS[gate.kind]
+        generator = protocol.manifest(gate.manifest).generator
+        if kind.generators and generator not in kind.generators:
+            problems.append((("gates", g, "manifest"), f"a {gate.kind} gate reads {', '.join(kind.generators)} rows, "
+                             f"not {generator} (manifest {gate.manifest!r})"))
+        if kind.after == "stage" and gate.id not in staged:
+            problems.append((("gates", g), f"gate {gate.id!r} follows no stage: nothing would evaluate it"))
+        if kind.after == "arms":
+            for side in ("arm", "versus"):
+                arm = protocol.arm(getattr(gate, side))
+                if gate.manifest not in arm.evaluation.manifests:
+                    problems.append((("gates", g, side), f"arm {arm.id} does not evaluate manifest {gate.manifest!r}"))
+
+
+# ----------------------------------------------------------------------------- claims
+
+
+def evidence_loops(protocol: Protocol, arm_id: str, manifest_id: str) -> tuple[set[int], bool] | None:
+    """(the loops at which an arm's rows of a manifest will be read, whether every row has its final
+    reading); None when the protocol writes no evidence of that arm on that manifest."""
+    manifest: Any = protocol.manifest(manifest_id)
+    choice = GENERATORS[manifest.generator].reading == "choice"
+    if arm_id.startswith("base:"):  # the base is read on the manifests of its arms' guardrails
+        name = arm_id.removeprefix("base:")
+        guarded = {gate.manifest for gate in protocol.gates if GATE_KINDS[gate.kind].reads_base
+                   and any(gate.id in stage.gates for arm in protocol.arms if arm.base == name for stage in arm.stages)}
+        return ({1}, True) if manifest_id in guarded else None
+    arm = protocol.arm(arm_id)
+    gated = {gate.manifest for stage in arm.stages for gate in protocol.gates if gate.id in stage.gates}
+    if manifest_id not in arm.evaluation.manifests and manifest_id not in gated:
+        return None
+    if choice:
+        return {1}, True
+    if not ARM_KINDS[arm.kind].every_loop:
+        return {0}, True
+    low, high = manifest.depths
+    if arm.evaluation.loops == "forced":
+        return set(range(1, high + 1)), True
+    return set(arm.evaluation.loops), set(range(low, high + 1)) <= set(arm.evaluation.loops)
+
+
+def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
+    problems: list[Problem] = []
+    claims: list[Any] = list(claim_file.claims)  # each statistic reads its own fields
+    for index, claim in enumerate(claims):
+        at = ("claims", index)
+        kind = STATISTICS[claim.statistic]
+        manifest: Any = protocol.manifest(claim.manifest)
+        by_loop = GENERATORS[manifest.generator].reading == "by_loop"
+        if claim.rows.depths is not None and not by_loop:
+            problems.append(((*at, "rows", "depths"), f"manifest {claim.manifest!r} has no depths to filter"))
+        if kind.reads == "per_depth" and not by_loop:
+            problems.append(((*at, "manifest"), f"a {claim.statistic} claim needs rows with depths; "
+                             f"{claim.manifest!r} is {manifest.generator}"))
+        if kind.reads == "gate":
+            judged = any(claim.gate in stage.gates for stage in protocol.arm(claim.arm).stages) or any(
+                gate.id == claim.gate and getattr(gate, "arm", None) == claim.arm for gate in protocol.gates
+            )
+            if not judged:
+                problems.append(((*at, "gate"), f"gate {claim.gate!r} is never judged for arm {claim.arm!r}"))
+            continue
+        loop = getattr(claim, "loop", None)
+        for arm_id in [*getattr(claim, "arms", ()), *([claim.arm] if hasattr(claim, "arm") else [])]:
+            found = evidence_loops(protocol, arm_id, claim.manifest)
+            if found is None:
+                problems.append((at, f"the protocol writes no evidence of arm {arm_id!r} on {claim.manifest!r}"))
+            elif loop is None and not found[1]:
+                problems.append((at, f"arm {arm_id!r} is not read at every row's final loop on {claim.manifest!r}"))
+            elif loop is not None and loop not in found[0]:
+                problems.append(((*at, "loop"), f"arm {arm_id!r} is never read at loop {loop} on {claim.manifest!r} "
+                                 f"(read at {sorted(found[0])})"))
+    return problems
+
+
+def issues_of(path: str | Path) -> list[ProtocolIssue]:
+    """Every issue of a protocol file (empty: it can run as written)."""
+    try:
+        check_protocol_file(path)
+    except ProtocolError as exc:
+        return exc.issues
+    return []

@@ -1,0 +1,97 @@
+"""Gate specs: the checks that decide a checkpoint's status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal, Union
+
+from pydantic import Field
+
+from ledger.registry import Kind, Registry, check_union
+from ledger.spec.common import DepthRange, StrictModel
+
+
+@dataclass(frozen=True)
+class GateKind(Kind):
+    """A gate. ``after``: "stage" (decides the stage's checkpoint) or "arms" (compares arms once both finished);
+    ``generators`` / ``arm_kinds``: the manifests and arms it can judge (empty: any)."""
+
+    after: str = "stage"
+    generators: tuple[str, ...] = ()
+    arm_kinds: tuple[str, ...] = ()
+    reads_base: bool = False  # judged against the base's own reading of the rows (evidence arm "base:NAME")
+
+
+GATE_KINDS: Registry[GateKind] = Registry("gate kind")
+
+# ----------------------------------------------------------------------------- gates
+
+
+class _GateCommon(StrictModel):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    action: Literal["stop", "flag"] = Field(
+        description="stop: a failure is a hard stop that marks the lineage failed; flag: recorded only."
+    )
+    description: str = ""
+
+
+class InstallationGate(_GateCommon):
+    """Active-label accuracy on shallow depths after installing the transition."""
+
+    kind: Literal["installation"]
+    manifest: str
+    depths: DepthRange
+    threshold: float = Field(ge=0, le=1, description="0 records the measurement without ever failing.")
+
+
+class GuardrailGate(_GateCommon):
+    """General ability at loop 1 must not drop more than ``max_drop`` against the base."""
+
+    kind: Literal["guardrail"]
+    manifest: str
+    max_drop: float = Field(ge=0, le=1)
+    reference: Literal["base"] = "base"
+
+
+class RetentionFloorGate(_GateCommon):
+    """Accuracy on a manifest must stay at or above a floor."""
+
+    kind: Literal["retention_floor"]
+    manifest: str
+    depths: DepthRange | None = None
+    floor: float = Field(ge=0, le=1)
+
+
+class DepthGate(_GateCommon):
+    """Per-depth comparison of two arms, passing on k consecutive depths."""
+
+    kind: Literal["depth_gate"]
+    manifest: str
+    arm: str
+    versus: str
+    test: Literal["fisher_counts", "paired_exact"] = "paired_exact"
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+    consecutive: int = Field(default=1, ge=1)
+
+
+GATE_KINDS.add(
+    GateKind("installation", InstallationGate, "ledger.judge.gates:judge_installation",
+             "active-label accuracy on shallow depths", generators=("rule_chasing",), arm_kinds=("recurrent",))
+)
+GATE_KINDS.add(
+    GateKind("guardrail", GuardrailGate, "ledger.judge.gates:judge_guardrail",
+             "loop-1 accuracy on multiple-choice rows against the base", generators=("arithmetic",),
+             reads_base=True)
+)
+GATE_KINDS.add(
+    GateKind("retention_floor", RetentionFloorGate, "ledger.judge.gates:judge_retention_floor",
+             "final-reading accuracy at or above a floor")
+)
+GATE_KINDS.add(
+    GateKind("depth_gate", DepthGate, "ledger.judge.gates:judge_depth_gate", "per-depth A > B on k consecutive depths",
+             after="arms", generators=("rule_chasing",))
+)
+Gate = Annotated[InstallationGate | GuardrailGate | RetentionFloorGate | DepthGate, Field(discriminator="kind")]
+check_union(GATE_KINDS, Gate)
+
+

@@ -1,0 +1,98 @@
+"""Manifest specs: the rows a protocol asks for, one spec model per task generator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, model_validator
+
+from ledger.registry import Kind, Registry, check_union
+from ledger.spec.common import DepthRange, StrictModel, located as _located
+
+
+@dataclass(frozen=True)
+class GeneratorKind(Kind):
+    """A task generator. ``reading``: "by_loop" rows are read at every loop (a chain of hops, with depths);
+    "choice" rows are multiple choice, read once at loop 1 over their labels."""
+
+    reading: str = "by_loop"
+
+
+GENERATORS: Registry[GeneratorKind] = Registry("task generator")
+
+# Symbol alphabets a protocol may name; sizes are checked against depths here so a
+# protocol fails at `ledger check`, not an hour into a run. The symbols themselves
+# live in ledger.rows.tasks.alphabets (the generator owns them).
+ALPHABET_SIZES = {"N16": 16, "N24": 24, "names": 24}
+
+class _ManifestCommon(StrictModel):
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    role: Literal["train", "dev", "eval", "guardrail"] = Field(
+        description="train rows may never share a (table, start) pair with eval or dev rows."
+    )
+    seed: int = Field(ge=0)
+    split: str = Field(pattern=r"^[a-z0-9]+$", description="Split name; part of every row id and row seed.")
+    version: int = Field(default=1, ge=1, description="Generator version; part of every row seed.")
+
+
+class RuleChasingManifest(_ManifestCommon):
+    generator: Literal["rule_chasing"]
+    surface: Literal["symbolic", "relay", "pointer"] = "symbolic"
+    alphabet: Literal["N16", "N24", "names"] = "N16"
+    depths: DepthRange
+    rows_per_depth: int = Field(ge=1)
+    distractors: bool = Field(default=True, description="Map every off-orbit symbol to a random symbol.")
+
+    @model_validator(mode="after")
+    def _depths_fit_alphabet(self) -> "RuleChasingManifest":
+        low, high = self.depths
+        if low < 1:
+            raise _located(f"depths must start at 1 or more, got {low}", ["depths", 0])
+        if low > high:
+            raise _located(f"depth range is inverted: [{low}, {high}] (low must be <= high)", ["depths"])
+        size = ALPHABET_SIZES[self.alphabet]
+        if high + 1 > size:
+            raise _located(
+                f"alphabet {self.alphabet} has {size} symbols but depth {high} needs {high + 1} distinct symbols",
+                ["alphabet"],
+            )
+        return self
+
+    @property
+    def size(self) -> int:
+        return (self.depths[1] - self.depths[0] + 1) * self.rows_per_depth
+
+    def generator_params(self) -> dict[str, Any]:
+        """The generator's keyword arguments (alphabet names resolve to symbols in the rows stage)."""
+        return {
+            "surface": self.surface, "symbols": self.alphabet, "depth_range": tuple(self.depths),
+            "rows_per_depth": self.rows_per_depth, "seed": self.seed, "split": self.split, "version": self.version,
+            "distractors": self.distractors,
+        }
+
+
+class ArithmeticManifest(_ManifestCommon):
+    generator: Literal["arithmetic"]
+    per_op: int = Field(default=16, ge=1, description="Rows per operation (+ - x /).")
+
+    @property
+    def size(self) -> int:
+        return 4 * self.per_op
+
+    def generator_params(self) -> dict[str, Any]:
+        return {"seed": self.seed, "split": self.split, "per_op": self.per_op, "version": self.version}
+
+
+GENERATORS.add(
+    GeneratorKind("rule_chasing", RuleChasingManifest, "ledger.rows.tasks.rule_chasing:generate_rule_chasing",
+                  "k-hop lookups in a permutation table (symbolic, relay, pointer surfaces)")
+)
+GENERATORS.add(
+    GeneratorKind("arithmetic", ArithmeticManifest, "ledger.rows.tasks.arithmetic:generate_arithmetic",
+                  "the Tier-1 four-way multiple-choice guardrail", reading="choice")
+)
+ManifestSpec = Annotated[RuleChasingManifest | ArithmeticManifest, Field(discriminator="generator")]
+check_union(GENERATORS, ManifestSpec)
+
+

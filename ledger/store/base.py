@@ -1,0 +1,113 @@
+"""What every part of the store shares: the engine, its transactions, and row look-ups by key."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from typing import Iterator, TypeVar
+
+from sqlalchemy import Select, select
+from sqlalchemy.engine import Connection, Engine
+
+from ledger.store.engine import WRITE_OPTION, StoreError
+from ledger.store.models import ALL_TABLES, table
+
+R = TypeVar("R")
+
+
+class StoreBase:
+    """A ledger database's connection handling; ``Store`` adds the writes, rules, reads and checks."""
+
+    def __init__(self, engine: Engine, url: str):
+        self.engine = engine
+        self.url = url
+
+    # ---- lifecycle
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            conn.execution_options(**{WRITE_OPTION: True})
+            with conn.begin():
+                if self.dialect == "postgresql":
+                    conn.exec_driver_sql("LOCK TABLE chain_entries IN EXCLUSIVE MODE")
+                yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            with conn.begin():
+                yield conn
+
+    def _records(self, stmt: Select, record: type[R]) -> list[R]:
+        """The rows of a Core select as typed records (the select's labels are the record's fields)."""
+        with self._read() as conn:
+            return [record(**row._mapping) for row in conn.execute(stmt)]
+
+    def _entry_data(self, kind: str) -> list[tuple[int, dict]]:
+        """(seq, data) of every free chain entry of ``kind`` (e.g. ``registration``), in chain order."""
+        c = table("chain_entries")
+        stmt = select(c.c.seq, c.c.payload).where(c.c.kind == kind).order_by(c.c.seq)
+        with self._read() as conn:
+            return [(seq, json.loads(payload)["data"]) for seq, payload in conn.execute(stmt)]
+
+    # ---- rows by key
+
+    def _fetch_one(self, conn: Connection, table_name: str, **where) -> dict | None:
+        t = table(table_name)
+        stmt = select(t)
+        for column, value in where.items():
+            stmt = stmt.where(t.c[column] == value)
+        row = conn.execute(stmt.limit(1)).mappings().first()
+        return dict(row) if row is not None else None
+
+    def _fetch_all(self, conn: Connection, table_name: str, **where) -> list[dict]:
+        t = table(table_name)
+        stmt = select(t)
+        for column, value in where.items():
+            stmt = stmt.where(t.c[column] == value)
+        return [dict(row) for row in conn.execute(stmt).mappings()]
+
+    def _exists(self, conn: Connection, table_name: str, **where) -> bool:
+        return self._fetch_one(conn, table_name, **where) is not None
+
+    def _require(self, conn: Connection, table_name: str, what: str, **where) -> dict:
+        row = self._fetch_one(conn, table_name, **where)
+        if row is None:
+            raise StoreError(f"{what} {', '.join(map(str, where.values()))} is not in the ledger")
+        return row
+
+    def get(self, table_name: str, **where) -> dict | None:
+        """The first row of ``table_name`` matching ``column=value`` filters, as a dict."""
+        if table_name not in ALL_TABLES:
+            raise ValueError(f"unknown ledger table {table_name!r}")
+        with self._read() as conn:
+            return self._fetch_one(conn, table_name, **where)
+
+    def rows_of(self, table_name: str, **where) -> list[dict]:
+        """All rows of ``table_name`` matching the filters, ordered by id (seq for chain_entries)."""
+        if table_name not in ALL_TABLES:
+            raise ValueError(f"unknown ledger table {table_name!r}")
+        t = table(table_name)
+        stmt = select(t)
+        for column, value in where.items():
+            stmt = stmt.where(t.c[column] == value)
+        stmt = stmt.order_by(t.c.seq if table_name == "chain_entries" else t.c.id)
+        with self._read() as conn:
+            return [dict(row) for row in conn.execute(stmt).mappings()]
+
+    def get_checkpoint(self, sha256: str) -> dict | None:
+        return self.get("checkpoints", sha256=sha256)

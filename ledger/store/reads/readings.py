@@ -1,0 +1,184 @@
+"""Reads of the evidence: an arm's readings of a manifest's rows, and the final reading of each row.
+
+Every reading comes with its row's depth. Scope filters (protocols through the run that
+recorded the reading, an arm, a checkpoint, a run) apply before the final reading is
+chosen, so a final reading is the final one among the readings in scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from sqlalchemy import Integer, Select, cast, select
+
+from ledger.store.base import StoreBase
+from ledger.store.final_reading import choose_final, final_candidate_sql
+from ledger.store.models import table
+
+
+@dataclass(frozen=True)
+class EvidenceReading:
+    id: int
+    run_id: str
+    arm: str
+    checkpoint_sha256: str
+    manifest_sha256: str
+    row_id: str
+    depth: int
+    loop: int
+    prediction: str | None
+    correct: bool | None
+    latency_ms: float | None
+    tokens_generated: int | None
+    entry_seq: int
+
+
+@dataclass(frozen=True)
+class SeenRow:
+    """A row some run of a protocol has evidence on, by content hash."""
+
+    protocol_sha256: str | None
+    row_sha256: str
+    row_id: str
+
+
+@dataclass(frozen=True)
+class EvidenceContent:
+    """The deterministic content of one reading (no latency); ``correct`` as 0/1 on every backend."""
+
+    arm: str
+    checkpoint_sha256: str
+    correct: int | None
+    loop: int
+    manifest_sha256: str
+    prediction: str | None
+    row_id: str
+    tokens_generated: int | None
+
+
+@dataclass(frozen=True)
+class ExternalCounts:
+    """An ``external_counts`` chain entry: a release's per-depth (correct, total) without rows."""
+
+    seq: int
+    protocol_sha256: str
+    manifest: str
+    arm: str
+    counts: dict[int, tuple[int, int]]
+
+
+class EvidenceReads(StoreBase):
+    def readings(
+        self,
+        manifest_sha256: str,
+        *,
+        protocol_sha256s: Iterable[str] | None = None,
+        arm: str | None = None,
+        checkpoint_sha256: str | None = None,
+        run_id: str | None = None,
+        loop: int | None = None,
+        in_manifest_order: bool = False,
+    ) -> list[EvidenceReading]:
+        """Readings of one manifest, in recording order (or by row position, then loop)."""
+        stmt = self._reading_select(manifest_sha256, protocol_sha256s, arm, checkpoint_sha256, run_id)
+        e, r = table("evidence"), table("rows")
+        if loop is not None:
+            stmt = stmt.where(e.c.loop == loop)
+        stmt = stmt.order_by(r.c.position, e.c.loop, e.c.id) if in_manifest_order else stmt.order_by(e.c.id)
+        return self._records(stmt, EvidenceReading)
+
+    def final_readings(
+        self,
+        manifest_sha256: str,
+        *,
+        protocol_sha256s: Iterable[str] | None = None,
+        arm: str | None = None,
+        checkpoint_sha256: str | None = None,
+        run_id: str | None = None,
+    ) -> list[EvidenceReading]:
+        """The final reading (``ledger.store.final_reading``) of each row per (arm, checkpoint), in recording order."""
+        e, r = table("evidence"), table("rows")
+        stmt = self._reading_select(manifest_sha256, protocol_sha256s, arm, checkpoint_sha256, run_id)
+        stmt = stmt.where(final_candidate_sql(r.c.depth, e.c.loop, e.c.correct)).order_by(e.c.id)
+        by_series: dict[tuple[str, str], list[EvidenceReading]] = {}
+        for reading in self._records(stmt, EvidenceReading):
+            by_series.setdefault((reading.arm, reading.checkpoint_sha256), []).append(reading)
+        chosen = [final for series in by_series.values() for final in choose_final(series).values()]
+        return sorted(chosen, key=lambda reading: reading.id)
+
+    def _reading_select(self, manifest_sha256, protocol_sha256s, arm, checkpoint_sha256, run_id) -> Select:
+        e, r, u = table("evidence"), table("rows"), table("runs")
+        stmt = (
+            select(
+                e.c.id, e.c.run_id, e.c.arm, e.c.checkpoint_sha256, e.c.manifest_sha256, e.c.row_id, r.c.depth,
+                e.c.loop, e.c.prediction, e.c.correct, e.c.latency_ms, e.c.tokens_generated, e.c.entry_seq,
+            )
+            .join(r, (r.c.manifest_sha256 == e.c.manifest_sha256) & (r.c.row_id == e.c.row_id))
+            .where(e.c.manifest_sha256 == manifest_sha256)
+        )
+        if protocol_sha256s is not None:
+            stmt = stmt.join(u, u.c.run_id == e.c.run_id).where(u.c.protocol_sha256.in_(list(protocol_sha256s)))
+        for column, value in (("arm", arm), ("checkpoint_sha256", checkpoint_sha256), ("run_id", run_id)):
+            if value is not None:
+                stmt = stmt.where(e.c[column] == value)
+        return stmt
+
+    def has_evidence(self, run_id: str, manifest_sha256: str, checkpoint_sha256: str | None = None) -> bool:
+        """Whether the run recorded any reading of the manifest (by this checkpoint, if given)."""
+        e = table("evidence")
+        stmt = select(e.c.id).where(e.c.run_id == run_id, e.c.manifest_sha256 == manifest_sha256)
+        if checkpoint_sha256 is not None:
+            stmt = stmt.where(e.c.checkpoint_sha256 == checkpoint_sha256)
+        with self._read() as conn:
+            return conn.execute(stmt.limit(1)).first() is not None
+
+    def latest_checkpoint_on(self, arm: str, manifest_sha256: str) -> str | None:
+        """The arm's most recently recorded checkpoint with readings of the manifest."""
+        e, c = table("evidence"), table("checkpoints")
+        stmt = (
+            select(c.c.sha256)
+            .join(e, e.c.checkpoint_sha256 == c.c.sha256)
+            .where(e.c.arm == arm, e.c.manifest_sha256 == manifest_sha256)
+            .order_by(c.c.id.desc())
+            .limit(1)
+        )
+        with self._read() as conn:
+            return conn.execute(stmt).scalar()
+
+    def seen_rows(self, protocol_sha256s: Iterable[str]) -> list[SeenRow]:
+        """Every row (by content) that a run of these protocols has evidence on."""
+        e, u, r = table("evidence"), table("runs"), table("rows")
+        stmt = (
+            select(u.c.protocol_sha256, r.c.sha256.label("row_sha256"), r.c.row_id)
+            .select_from(e)
+            .join(u, u.c.run_id == e.c.run_id)
+            .join(r, (r.c.manifest_sha256 == e.c.manifest_sha256) & (r.c.row_id == e.c.row_id))
+            .where(u.c.protocol_sha256.in_(list(protocol_sha256s)))
+            .distinct()
+        )
+        return self._records(stmt, SeenRow)
+
+    def evidence_contents(self, protocol_sha256: str) -> list[EvidenceContent]:
+        """A protocol's readings without latency, in a fixed order (what reruns must reproduce)."""
+        e, u = table("evidence"), table("runs")
+        stmt = (
+            select(
+                e.c.arm, e.c.checkpoint_sha256, cast(e.c.correct, Integer).label("correct"), e.c.loop,
+                e.c.manifest_sha256, e.c.prediction, e.c.row_id, e.c.tokens_generated,
+            )
+            .join(u, u.c.run_id == e.c.run_id)
+            .where(u.c.protocol_sha256 == protocol_sha256)
+            .order_by(e.c.arm, e.c.manifest_sha256, e.c.row_id, e.c.loop, e.c.checkpoint_sha256)
+        )
+        return self._records(stmt, EvidenceContent)
+
+    def external_counts(self) -> list[ExternalCounts]:
+        """Every imported per-depth summary, in chain order."""
+        return [
+            ExternalCounts(
+                seq, data["protocol_sha256"], data["id"], data["arm"],
+                {int(depth): (int(c), int(t)) for depth, (c, t) in data["counts"].items()},
+            )
+            for seq, data in self._entry_data("external_counts")
+        ]

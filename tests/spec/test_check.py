@@ -1,0 +1,189 @@
+"""Complete validation: every protocol the code cannot execute as written is refused by
+`ledger check` (and so by `register` and `run`) with a located message, and nothing is written.
+
+Each case below was accepted by `ledger check` before the registries and failed mid-run
+(or ran something other than what it declared).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ledger.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = yaml.safe_load((ROOT / "protocols" / "smoke.yaml").read_text())
+SMOKE_CLAIMS = yaml.safe_load((ROOT / "claims" / "smoke.yaml").read_text())
+
+
+def _arm(data: dict, arm_id: str) -> dict:
+    return next(arm for arm in data["arms"] if arm["id"] == arm_id)
+
+
+def design_m(data: dict) -> None:
+    arm = _arm(data, "A")
+    arm["bridge"] = {"kind": "concat", "initial_state": "zeros"}
+    arm["stages"][0]["recurrence"] = {"kind": "poisson_lognormal", "mean": 4}
+
+
+def adapter_on_concat(data: dict) -> None:
+    _arm(data, "E")["bridge"] = {"kind": "concat"}
+
+
+def wrong_num_layers(data: dict) -> None:
+    data["bases"]["tiny"]["num_layers"] = 6
+
+
+def surgery_outside_the_base(data: dict) -> None:
+    del data["bases"]["tiny"]["num_layers"]  # the schema can no longer catch it; the base itself says 4
+    _arm(data, "A")["surgery"] = {"split": [1, 4]}
+
+
+def anneal_fraction_unread(data: dict) -> None:
+    _arm(data, "A")["stages"][0]["anneal_fraction"] = 0.5
+
+
+def recurrence_on_a_dense_arm(data: dict) -> None:
+    _arm(data, "B")["stages"][0]["recurrence"] = {"kind": "forced"}
+
+
+def max_new_tokens_on_a_recurrent_arm(data: dict) -> None:
+    _arm(data, "A")["evaluation"]["max_new_tokens"] = 8
+
+
+def unknown_optimizer_group(data: dict) -> None:
+    _arm(data, "A")["stages"][0]["optimizer"]["group_lrs"] = {"lora": 2.0}
+
+
+def depth_gate_after_a_stage(data: dict) -> None:
+    _arm(data, "A")["stages"][1]["gates"].append("fisher_A_vs_B")
+
+
+def installation_gate_on_a_dense_arm(data: dict) -> None:
+    _arm(data, "B")["stages"][0]["gates"] = ["installation"]
+
+
+def guardrail_on_chain_rows(data: dict) -> None:
+    data["gates"][1]["manifest"] = "dev"
+
+
+def gate_nobody_evaluates(data: dict) -> None:
+    data["gates"].append({"id": "orphan", "kind": "retention_floor", "manifest": "dev", "floor": 0.1, "action": "flag"})
+
+
+def continue_across_kinds(data: dict) -> None:
+    _arm(data, "C")["init_from"] = "A"
+
+
+def mixed_sft_formats(data: dict) -> None:
+    stage = copy.deepcopy(_arm(data, "B")["stages"][0])
+    _arm(data, "B")["stages"].append({**stage, "id": "sft2", "objective": "sft_scratchpad"})
+
+
+CASES = {
+    "design_m": (design_m, "'poisson_lognormal' is declared but cannot run"),
+    "adapter_on_concat": (adapter_on_concat, "the adapter budget is defined for bridge(s) split only, not 'concat'"),
+    "wrong_num_layers": (wrong_num_layers, "bases.tiny.num_layers: says 6 layers but the base"),
+    "surgery_outside_the_base": (surgery_outside_the_base, "surgery needs at least 5 decoder layers"),
+    "anneal_fraction_unread": (anneal_fraction_unread, "does not read anneal_fraction"),
+    "recurrence_on_a_dense_arm": (recurrence_on_a_dense_arm, "dense arms do not read a recurrence schedule"),
+    "max_new_tokens_on_a_recurrent_arm": (max_new_tokens_on_a_recurrent_arm, "do not read evaluation.max_new_tokens"),
+    "unknown_optimizer_group": (unknown_optimizer_group, "arm A trains no group 'lora'"),
+    "depth_gate_after_a_stage": (depth_gate_after_a_stage, "is judged after its arms finish"),
+    "installation_gate_on_a_dense_arm": (installation_gate_on_a_dense_arm, "judges recurrent arms, not dense"),
+    "guardrail_on_chain_rows": (guardrail_on_chain_rows, "a guardrail gate reads arithmetic rows, not rule_chasing"),
+    "gate_nobody_evaluates": (gate_nobody_evaluates, "gate 'orphan' follows no stage"),
+    "continue_across_kinds": (continue_across_kinds, "whose trainable tensors differ"),
+    "mixed_sft_formats": (mixed_sft_formats, "mixes SFT formats"),
+}
+
+
+def write_protocol(tmp_path: Path, data: dict, claims: dict | None = None) -> Path:
+    (tmp_path / "protocols").mkdir(exist_ok=True)
+    (tmp_path / "claims").mkdir(exist_ok=True)
+    (tmp_path / "claims" / "smoke.yaml").write_text(yaml.safe_dump(claims or SMOKE_CLAIMS, sort_keys=False))
+    path = tmp_path / "protocols" / "case.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def refused(argv: list[str], capsys: Any) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return captured.err
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_unrunnable_protocol_is_refused_located_and_nothing_is_written(case: str, tmp_path: Path, capsys: Any) -> None:
+    change, message = CASES[case]
+    data = copy.deepcopy(SMOKE)
+    change(data)
+    path = write_protocol(tmp_path, data)
+    err = refused(["check", str(path)], capsys)
+    assert message in err, err
+    assert err.startswith(f"{path}:"), err  # file:line: field: reason
+    line = err.split(":")[1]
+    assert line.isdigit(), err
+    db = tmp_path / "runs" / "ledger.db"
+    for command in (["register", str(path)], ["run", str(path), "--out", str(tmp_path / "runs" / "out")]):
+        assert message in refused([*command, "--db", f"sqlite:///{db}"], capsys)
+    assert not (tmp_path / "runs").exists()  # no database, no run folder, no log
+
+
+def test_the_unchanged_smoke_protocol_passes(tmp_path: Path, capsys: Any) -> None:
+    path = write_protocol(tmp_path, copy.deepcopy(SMOKE))
+    assert main(["check", str(path)]) == 0
+    assert "ok: protocol is valid" in capsys.readouterr().out
+
+
+CLAIM_CASES = {
+    # a dense arm is read once per row (loop 0): nothing can be read "at loop 1" on chain rows
+    "dense_at_loop_1": (
+        {"id": "B_loop1", "statement": "s", "statistic": "noninferiority", "manifest": "eval", "arms": ["B", "A"],
+         "margin": 0.1, "loop": 1},
+        "arm 'B' is never read at loop 1 on 'eval'",
+    ),
+    "gate_never_judged_for_the_arm": (
+        {"id": "C_installs", "statement": "s", "statistic": "gate", "manifest": "dev", "gate": "installation",
+         "arm": "C"},
+        "gate 'installation' is never judged for arm 'C'",
+    ),
+    "manifest_the_arm_never_reads": (
+        {"id": "B_dev", "statement": "s", "statistic": "accuracy", "manifest": "dev", "arm": "B", "threshold": 0.5},
+        "the protocol writes no evidence of arm 'B' on 'dev'",
+    ),
+    "frontier_without_depths": (
+        {"id": "A_tier1_frontier", "statement": "s", "statistic": "frontier_ratio", "manifest": "tier1", "arm": "A",
+         "support_max_depth": 3, "threshold": 1.0},
+        "a frontier_ratio claim needs rows with depths",
+    ),
+    "base_never_read_there": (
+        {"id": "base_eval", "statement": "s", "statistic": "accuracy", "manifest": "eval", "arm": "base:tiny",
+         "threshold": 0.5},
+        "the protocol writes no evidence of arm 'base:tiny' on 'eval'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLAIM_CASES))
+def test_claim_that_the_evidence_cannot_decide_is_refused(case: str, tmp_path: Path, capsys: Any) -> None:
+    claim, message = CLAIM_CASES[case]
+    claims = copy.deepcopy(SMOKE_CLAIMS)
+    claims["claims"].append(claim)
+    path = write_protocol(tmp_path, copy.deepcopy(SMOKE), claims)
+    err = refused(["check", str(path)], capsys)
+    assert message in err, err
+    assert str(tmp_path / "claims" / "smoke.yaml") in err  # located in the claim file
+
+
+def test_every_committed_protocol_checks() -> None:
+    from ledger.spec.check import issues_of
+
+    for path in sorted((ROOT / "protocols").glob("*.yaml")):
+        assert issues_of(path) == [], path
