@@ -13,9 +13,10 @@ import functools
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -100,7 +101,9 @@ class ArmRuntime:
     def loss(self, rows: Sequence[Any], stage: Any, step: int) -> torch.Tensor:
         raise NotImplementedError
 
-    def train_stage(self, stage: Any, rows: Sequence[Any], seed_parts: tuple, progress: ProgressFn | None = None) -> float:
+    def train_stage(
+        self, stage: Any, rows: Sequence[Any], seed_parts: tuple, progress: ProgressFn | None = None
+    ) -> float:
         from arms.train.optim import build_optimizer
 
         torch.manual_seed(derived_seed(*seed_parts, "torch"))
@@ -121,7 +124,10 @@ class ArmRuntime:
             if schedule is not None:
                 optimizer.set_lr_scale(schedule.scale(step, stage.steps))
             loss_value = take_step(
-                optimizer, functools.partial(self.loss, batch, stage, step), trainable, where=f"stage {stage.id}, step {step}: "
+                optimizer,
+                functools.partial(self.loss, batch, stage, step),
+                trainable,
+                where=f"stage {stage.id}, step {step}: ",
             ).loss
             if progress is not None:
                 progress(step, loss_value)
@@ -189,7 +195,9 @@ class RecurrentRuntime(ArmRuntime):
 
         # `ledger check` refuses a recurrence kind the runner cannot execute, so only forced depth reaches here.
         objective = OBJECTIVES[stage.objective]
-        weight = anneal_weight(step, stage.steps, stage.anneal_fraction) if "anneal_fraction" in objective.reads else None
+        weight = (
+            anneal_weight(step, stage.steps, stage.anneal_fraction) if "anneal_fraction" in objective.reads else None
+        )
         batch = make_recurrent_batch(rows, self.reader)
         return recurrent_loss(self.model, batch, objective=stage.objective, anneal_weight=weight).loss
 

@@ -36,12 +36,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from arms.model.accounting import inference_cost_ratio  # noqa: E402
-from arms.bases.loading import qwen25_05b_config  # noqa: E402
-from arms.model.budgets import apply_adapter_budget  # noqa: E402
-from arms.model.recurrent import RecurrentLM, last_token_positions, positions_from_mask  # noqa: E402
+from arms.bases.loading import qwen25_05b_config
+from arms.model.accounting import inference_cost_ratio
+from arms.model.budgets import apply_adapter_budget
+from arms.model.recurrent import RecurrentLM, last_token_positions, positions_from_mask
 
 
 def final_readout(rlm, ids, mask, loops):
@@ -109,10 +109,9 @@ def main(argv=None):
         pass
     torch.manual_seed(0)
 
-    from transformers import Qwen2ForCausalLM
-
     import peft
     import transformers
+    from transformers import Qwen2ForCausalLM
 
     n_layers = 24
     inter = int(round(hidden * 4864 / 896 / 64)) * 64
@@ -136,8 +135,9 @@ def main(argv=None):
     # The adapter arm needs its own base: injection would put LoRA into `base` too.
     torch.manual_seed(0)
     base2 = Qwen2ForCausalLM(config).eval()
-    arlm = apply_adapter_budget(RecurrentLM.build(base2, split=(a, b), bridge="split"), rank=args.rank,
-                                alpha=2 * args.rank, seed=0).eval()
+    arlm = apply_adapter_budget(
+        RecurrentLM.build(base2, split=(a, b), bridge="split"), rank=args.rank, alpha=2 * args.rank, seed=0
+    ).eval()
     with torch.no_grad():  # a non-zero adapter, so loops >= 2 really run it
         g = torch.Generator().manual_seed(1)
         for p in arlm.lora_parameters():
@@ -164,12 +164,14 @@ def main(argv=None):
         def fn():
             set_merged(False)
             return final_readout(arlm, ids, mask, T)
+
         return fn
 
     def merged_fn(T):
         def fn():
             set_merged(True)
             return final_readout(arlm, ids, mask, T)
+
         return fn
 
     with torch.inference_mode():
@@ -190,14 +192,20 @@ def main(argv=None):
             (("merged", T), merged_fn(T)),
         ]
 
-    print(f"# loop_cost  {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
-    print(f"# python {platform.python_version()}  torch {torch.__version__}  transformers {transformers.__version__}"
-          f"  peft {peft.__version__}")
-    print(f"# cpu: {cpu_name()}  ({os.cpu_count()} logical cores visible)  torch threads {torch.get_num_threads()}"
-          f"  interop {torch.get_num_interop_threads()}")
-    print(f"# model: Qwen2 random init, {n_layers} layers, hidden {hidden}, intermediate {inter}, heads "
-          f"{hidden // 64}/2 kv, vocab {args.vocab}, sdpa, fp32; split (a,b)=({a},{b}): block {n_block} layers; "
-          f"LoRA rank {args.rank} on 7 x {n_block} projections")
+    print(f"# loop_cost  {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}")
+    print(
+        f"# python {platform.python_version()}  torch {torch.__version__}  transformers {transformers.__version__}"
+        f"  peft {peft.__version__}"
+    )
+    print(
+        f"# cpu: {cpu_name()}  ({os.cpu_count()} logical cores visible)  torch threads {torch.get_num_threads()}"
+        f"  interop {torch.get_num_interop_threads()}"
+    )
+    print(
+        f"# model: Qwen2 random init, {n_layers} layers, hidden {hidden}, intermediate {inter}, heads "
+        f"{hidden // 64}/2 kv, vocab {args.vocab}, sdpa, fp32; split (a,b)=({a},{b}): block {n_block} layers; "
+        f"LoRA rank {args.rank} on 7 x {n_block} projections"
+    )
     print(f"# input: batch {args.batch} x {seq} tokens; warmup 1, median of {repeats} repeats (round-robin)")
     print(f"# load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"# merged vs unmerged final readout, max |diff| = {diff_merge:.2e}")
@@ -206,7 +214,7 @@ def main(argv=None):
     cpu_times = {name: [] for name, _ in variants}
     t0 = time.perf_counter()
     with torch.inference_mode():
-        for name, fn in variants:  # warmup
+        for _name, fn in variants:  # warmup
             fn()
         for _ in range(repeats):
             for name, fn in variants:
@@ -215,8 +223,10 @@ def main(argv=None):
                 cpu_times[name].append(c)
     wall = time.perf_counter() - t0
     print(f"# load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"# base forward: median {statistics.median(times['base']) * 1e3:.1f} ms "
-          f"(min {min(times['base']) * 1e3:.1f}, max {max(times['base']) * 1e3:.1f}); timing loop {wall:.0f} s")
+    print(
+        f"# base forward: median {statistics.median(times['base']) * 1e3:.1f} ms "
+        f"(min {min(times['base']) * 1e3:.1f}, max {max(times['base']) * 1e3:.1f}); timing loop {wall:.0f} s"
+    )
     print(f"# base forward CPU time: median {statistics.median(cpu_times['base']) * 1e3:.1f} ms")
     tables = (
         ("median process CPU", cpu_times, statistics.median),
@@ -227,19 +237,26 @@ def main(argv=None):
         s = {k: stat(v) for k, v in data.items()}
         tb = s["base"]
         print(f"\n## ratio = {label} time / {label} base time")
-        header = (f"{'T':>3} | {'pred':>5} | {'rlm final':>9} | {'lora':>6} | {'merged':>6} | "
-                  f"{'lora/merged':>11} | {'pred all':>8} | {'rlm all':>7}")
+        header = (
+            f"{'T':>3} | {'pred':>5} | {'rlm final':>9} | {'lora':>6} | {'merged':>6} | "
+            f"{'lora/merged':>11} | {'pred all':>8} | {'rlm all':>7}"
+        )
         print(header)
         print("-" * len(header))
         for T in args.loops:
             pred = inference_cost_ratio(n_layers, n_block, T)
             pred_all = (a + T * (n_layers - a)) / n_layers
             r = {k: s[(k, T)] / tb for k in ("rlm_final", "lora", "merged", "rlm_all")}
-            print(f"{T:>3} | {pred:5.2f} | {r['rlm_final']:9.2f} | {r['lora']:6.2f} | {r['merged']:6.2f} | "
-                  f"{s[('lora', T)] / s[('merged', T)]:11.3f} | {pred_all:8.2f} | {r['rlm_all']:7.2f}")
+            print(
+                f"{T:>3} | {pred:5.2f} | {r['rlm_final']:9.2f} | {r['lora']:6.2f} | {r['merged']:6.2f} | "
+                f"{s[('lora', T)] / s[('merged', T)]:11.3f} | {pred_all:8.2f} | {r['rlm_all']:7.2f}"
+            )
     print()
-    print("pred = (L - block + T*block)/L (accounting.inference_cost_ratio); "
-          "pred all = (prelude + T*(block + coda))/L: every loop read out, coda T times")
+    print(
+        "pred = (L - block + T*block)/L (accounting.inference_cost_ratio); "
+        "pred all = (prelude + T*(block + coda))/L: every loop read out, coda T times"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -75,12 +75,15 @@ def main(argv=None) -> int:
     apply_full_block_budget(rlm)
     rlm.train()
     symbols = resolve_alphabet("N16")
-    print(f"base {args.base}: split ({a}, {b}), batch {args.batch}, {args.threads} thread(s), "
-          f"median of {args.batches} batches, process CPU time")
+    print(
+        f"base {args.base}: split ({a}, {b}), batch {args.batch}, {args.threads} thread(s), "
+        f"median of {args.batches} batches, process CPU time"
+    )
     print(f"{'depths':>8} {'all rows':>10} {'stop':>10} {'ratio':>7} {'pred':>7} {'max |loss diff|':>16}")
     for lo, hi in ((1, 8), (1, 4)):
-        rows = generate_rule_chasing(surface="symbolic", symbols=symbols, depth_range=[lo, hi],
-                                     rows_per_depth=64, seed=1, split="bench")
+        rows = generate_rule_chasing(
+            surface="symbolic", symbols=symbols, depth_range=[lo, hi], rows_per_depth=64, seed=1, split="bench"
+        )
         reader = Reader([s for s in dict.fromkeys(x for r in rows for x in row_symbols(r))], tokenizer=tokenizer)
         batches = [make_recurrent_batch(draw_batch(rows, args.batch, "bench", i), reader) for i in range(args.batches)]
         step_cost(rlm, batches[0], True), step_cost(rlm, batches[0], False)  # warmup
@@ -91,7 +94,9 @@ def main(argv=None) -> int:
             full.append(t_full), stop.append(t_stop), diffs.append(abs(loss_full - loss_stop))
             preds.append(predicted_ratio(rlm, batch.depths.tolist()))
         f, s = statistics.median(full), statistics.median(stop)
-        print(f"{f'{lo}-{hi}':>8} {f:>9.3f}s {s:>9.3f}s {s / f:>7.2f} {statistics.median(preds):>7.2f} {max(diffs):>16.2e}")
+        print(
+            f"{f'{lo}-{hi}':>8} {f:>9.3f}s {s:>9.3f}s {s / f:>7.2f} {statistics.median(preds):>7.2f} {max(diffs):>16.2e}"
+        )
     return 0
 
 

@@ -1,4 +1,5 @@
-from ledger.cli.main import main
 import sys
+
+from ledger.cli.main import main
 
 sys.exit(main())

@@ -71,7 +71,7 @@ def load_smollm2(cache_dir: Path | None = None):
         staging.rename(target)
     except OSError:  # another worker got there first: theirs is complete, drop ours
         shutil.rmtree(staging, ignore_errors=True)
-    copy, copy_tokenizer = load_base(str(target), dtype="float32")
+    copy, _copy_tokenizer = load_base(str(target), dtype="float32")
     mine, theirs = model.state_dict(), copy.state_dict()
     assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
     return model, tokenizer
@@ -94,7 +94,9 @@ def _save_dequantised(model, tokenizer, target: Path) -> None:
 
 
 # Dequantised fp32 copy of the GGUF weights, reused across runs (gitignored).
-TEST_MODEL_CACHE = Path(os.environ.get("LEDGER_TEST_CACHE", Path(__file__).resolve().parents[1] / ".cache" / "test-models"))
+TEST_MODEL_CACHE = Path(
+    os.environ.get("LEDGER_TEST_CACHE", Path(__file__).resolve().parents[1] / ".cache" / "test-models")
+)
 
 
 @pytest.fixture(scope="session")

@@ -62,8 +62,15 @@ def populate_example(store, n_rows: int = 8) -> dict:
         run_id=run,
         stage="phase-a",
         gate_results=[
-            {"gate": "retention", "passed": True, "metric": "acc", "value": 0.91, "threshold": 0.9,
-             "comparison": ">=", "detail": {"n": 100}},
+            {
+                "gate": "retention",
+                "passed": True,
+                "metric": "acc",
+                "value": 0.91,
+                "threshold": 0.9,
+                "comparison": ">=",
+                "detail": {"n": 100},
+            },
         ],
         meta={"steps": 10},
     )
@@ -86,8 +93,11 @@ def populate_example(store, n_rows: int = 8) -> dict:
         for arm, loop in (("loop", 1), ("loop", 2), ("dense", 0))
     ]
     store.add_evidence(evidence)
-    store.add_claim("loop-beats-dense", {"statistic": "accuracy_difference", "direction": ">", "threshold": 0.0},
-                    protocol_sha256=protocol)
+    store.add_claim(
+        "loop-beats-dense",
+        {"statistic": "accuracy_difference", "direction": ">", "threshold": 0.0},
+        protocol_sha256=protocol,
+    )
     test_id = store.add_stat_test(
         test_id="test-1",
         claim_id="loop-beats-dense",
@@ -101,14 +111,27 @@ def populate_example(store, n_rows: int = 8) -> dict:
         params={"resamples": 1000},
         result={"note": "example"},
         inputs=[
-            {"role": "a", "arm": "loop", "checkpoint_sha256": loop_ck, "manifest_sha256": manifest_sha,
-             "run_id": run, "loop": 2},
-            {"role": "b", "arm": "dense", "checkpoint_sha256": base, "manifest_sha256": manifest_sha,
-             "run_id": run, "loop": 0},
+            {
+                "role": "a",
+                "arm": "loop",
+                "checkpoint_sha256": loop_ck,
+                "manifest_sha256": manifest_sha,
+                "run_id": run,
+                "loop": 2,
+            },
+            {
+                "role": "b",
+                "arm": "dense",
+                "checkpoint_sha256": base,
+                "manifest_sha256": manifest_sha,
+                "run_id": run,
+                "loop": 0,
+            },
         ],
     )
-    store.add_claim_outcome("loop-beats-dense", "unverifiable", "CI includes 0", stat_test_id=test_id,
-                            detail={"alpha": 0.05})
+    store.add_claim_outcome(
+        "loop-beats-dense", "unverifiable", "CI includes 0", stat_test_id=test_id, detail={"alpha": 0.05}
+    )
     store.append("note", {"text": "example ledger complete"})
     return {
         "protocol": protocol,

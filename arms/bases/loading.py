@@ -11,9 +11,8 @@ shape of the paper's base, for random-init tests and parameter accounting.
 
 from __future__ import annotations
 
-import json
-
 import importlib.util
+import json
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +73,7 @@ def _resolve_local(source: str, gguf_file: str | None) -> tuple[str, str | None]
             gguf_file = ggufs[0].name
         elif len(ggufs) > 1:
             raise ValueError(
-                f"{path} holds several GGUF files ({', '.join(g.name for g in ggufs)}); "
-                "say which one with gguf_file"
+                f"{path} holds several GGUF files ({', '.join(g.name for g in ggufs)}); say which one with gguf_file"
             )
     return str(path), gguf_file
 
@@ -92,7 +90,7 @@ def load_base(
     by transformers (the SmolLM2 file is Q4_1; the dequantised fp32 weights are
     what every comparison in the tests runs on).
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     local = _resolve_local(source, gguf_file)
     if local is None and Path(source).expanduser().exists():

@@ -26,9 +26,10 @@ Greedy decoding is pinned by a fresh ``GenerationConfig`` (``do_sample=False``,
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence, cast
+from typing import Any, cast
 
 import torch
 from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaList

@@ -22,8 +22,9 @@ on the prompt and on padding, so the loss falls on the target tokens and the EOS
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 __all__ = [
     "IGNORE_INDEX",
@@ -121,7 +122,9 @@ def sft_example(row: Any, reader: Any, mode: str = "direct", add_eos: bool = Tru
     )
 
 
-def build_sft_examples(rows: Iterable[Any], reader: Any, mode: str = "direct", add_eos: bool = True) -> list[SFTExample]:
+def build_sft_examples(
+    rows: Iterable[Any], reader: Any, mode: str = "direct", add_eos: bool = True
+) -> list[SFTExample]:
     """:func:`sft_example` for every row, in order."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES} (got {mode!r})")

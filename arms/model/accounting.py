@@ -8,9 +8,8 @@ these functions reproduce them on a model with Qwen2.5-0.5B-Instruct's shape.
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 from collections.abc import Iterable
+from typing import Any, cast
 
 import torch
 from torch import nn

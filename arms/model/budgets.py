@@ -40,7 +40,6 @@ import copy
 import hashlib
 import re
 from collections.abc import Iterable, Iterator
-
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -55,16 +54,16 @@ if TYPE_CHECKING:
     from peft.tuners.tuners_utils import BaseTunerLayer
 
 __all__ = [
-    "apply_full_block_budget",
-    "apply_adapter_budget",
     "AdapterRecurrentLM",
+    "adapters_disabled",
+    "apply_adapter_budget",
+    "apply_full_block_budget",
     "bridge_param_groups",
     "lora_layers",
-    "adapters_disabled",
     "merged_block_copy",
-    "unload_adapter",
     "state_dict_sha256",
     "trainable_parameter_count",
+    "unload_adapter",
 ]
 
 ADAPTER_NAME = "default"
@@ -225,7 +224,7 @@ class AdapterRecurrentLM(RecurrentLM):
         object.__setattr__(self, "_merged_fingerprint", None)
 
     @classmethod
-    def from_recurrent(cls, recurrent_lm: RecurrentLM) -> "AdapterRecurrentLM":
+    def from_recurrent(cls, recurrent_lm: RecurrentLM) -> AdapterRecurrentLM:
         out = cls(recurrent_lm.surgery, recurrent_lm.bridge, **recurrent_lm.loop_options())
         out.train(recurrent_lm.training)
         return out
@@ -263,7 +262,7 @@ class AdapterRecurrentLM(RecurrentLM):
         tensors = [*self.lora_parameters(), *unique_parameters(self.surgery.block)]
         return tuple((id(p), p._version, p.device, p.dtype) for p in tensors)
 
-    def use_merged_block(self, enabled: bool = True) -> "AdapterRecurrentLM":
+    def use_merged_block(self, enabled: bool = True) -> AdapterRecurrentLM:
         """Run loops >= 2 on a merged second copy of the block (inference only); False drops it."""
         if not enabled:
             object.__setattr__(self, "_merged", None)

@@ -114,7 +114,7 @@ class RecurrentLM(nn.Module):
         state_norm: bool = False,
         reentry: str = "all",
         **kwargs,
-    ) -> "RecurrentLM":
+    ) -> RecurrentLM:
         """Cut `model` and attach a fresh bridge (a kind of ``ledger.spec.arms.BRIDGES``, or None) on its
         device/dtype. `adapter_init` is the concat adapter's init; `state_norm` the split bridge's."""
         from ledger.spec.arms import BRIDGES
@@ -133,7 +133,7 @@ class RecurrentLM(nn.Module):
         return cls(surgery, module, reentry=reentry, **kwargs)
 
     @classmethod
-    def from_spec(cls, model: nn.Module, arm: Any) -> "RecurrentLM":
+    def from_spec(cls, model: nn.Module, arm: Any) -> RecurrentLM:
         """The one protocol-to-model mapping: a recurrent arm spec's surgery and bridge options, as declared
         by the spec models themselves (``model_options``), reach ``build`` unchanged."""
         return cls.build(model, **arm.surgery.model_options(), **arm.bridge.model_options())

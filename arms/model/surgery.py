@@ -112,9 +112,7 @@ def _check_model(model: nn.Module) -> int:
         if owner is None or not hasattr(owner, name.rsplit(".", 1)[-1])
     ]
     if missing:
-        raise SurgeryError(
-            f"{type(model).__name__} is not a Llama-family causal LM: missing {', '.join(missing)}"
-        )
+        raise SurgeryError(f"{type(model).__name__} is not a Llama-family causal LM: missing {', '.join(missing)}")
     assert inner is not None  # a missing model.model raised above
     return len(inner.layers)
 
@@ -138,7 +136,7 @@ def split_surgery(model: nn.Module, a: int, b: int) -> Surgery:
         )
     return Surgery(
         model=model,
-        prelude_idx=tuple(range(0, a)),
+        prelude_idx=tuple(range(a)),
         block_idx=tuple(range(a, b)),
         coda_idx=tuple(range(b, n)),
         dropped_idx=(),
@@ -156,7 +154,7 @@ def tuple_surgery(model: nn.Module, p: int, r: int, c: int) -> Surgery:
         )
     return Surgery(
         model=model,
-        prelude_idx=tuple(range(0, p)),
+        prelude_idx=tuple(range(p)),
         block_idx=tuple(range(n - c - r, n - c)),
         coda_idx=tuple(range(n - c, n)),
         dropped_idx=tuple(range(p, n - c - r)),

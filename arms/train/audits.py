@@ -47,17 +47,17 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
+    "AuditReport",
     "GradientAuditError",
     "Probe",
     "TensorAudit",
-    "AuditReport",
     "gradient_audit",
     "trainable_params",
 ]
 
 
 class GradientAuditError(AssertionError):
-    def __init__(self, message: str, report: "AuditReport"):
+    def __init__(self, message: str, report: AuditReport):
         super().__init__(message)
         self.report = report
 
@@ -107,11 +107,15 @@ class AuditReport:
         return {n: t.status for n, t in self.tensors.items() if not self._ok(n)}
 
     def summary(self) -> str:
-        lines = [f"gradient audit (eps {self.eps:g}, rtol {self.rtol:g}, seed {self.seed}): "
-                 + ("PASS" if self.passed else "FAIL")]
+        lines = [
+            f"gradient audit (eps {self.eps:g}, rtol {self.rtol:g}, seed {self.seed}): "
+            + ("PASS" if self.passed else "FAIL")
+        ]
         for n, t in self.tensors.items():
-            lines.append(f"  {n} {list(t.shape)} {t.dtype}: {t.status}, {len(t.probes)} probes, "
-                         f"max rel err {t.max_rel_error:.3g}" + (f" - {t.message}" if t.message else ""))
+            lines.append(
+                f"  {n} {list(t.shape)} {t.dtype}: {t.status}, {len(t.probes)} probes, "
+                f"max rel err {t.max_rel_error:.3g}" + (f" - {t.message}" if t.message else "")
+            )
         return "\n".join(lines)
 
     def raise_if_failed(self) -> None:
@@ -202,7 +206,9 @@ def gradient_audit(
         if not isinstance(loss, Tensor) or loss.numel() != 1:
             raise ValueError("loss_fn must return a scalar tensor")
         diff = [t for n, t in zip(names, tensors) if t.requires_grad]
-        got = torch.autograd.grad(loss, diff, allow_unused=True) if (diff and loss.requires_grad) else [None] * len(diff)
+        got = (
+            torch.autograd.grad(loss, diff, allow_unused=True) if (diff and loss.requires_grad) else [None] * len(diff)
+        )
     it = iter(got)
     for n, t in zip(names, tensors):
         grads_of[n] = next(it) if t.requires_grad else None
@@ -255,23 +261,29 @@ def gradient_audit(
             elif g is None:
                 if all(x == 0.0 for x in fds):
                     ta.status = "bypassed"
-                    ta.message = ("autograd grad is None and perturbing the tensor never changes the loss: "
-                                  "named as trainable but never used by the forward")
+                    ta.message = (
+                        "autograd grad is None and perturbing the tensor never changes the loss: "
+                        "named as trainable but never used by the forward"
+                    )
                 else:
                     ta.status = "autograd_disconnected"
                     ta.message = "autograd grad is None but perturbing the tensor changes the loss"
             elif all(x == 0.0 for x in fds) and any(a != 0.0 for a in ags):
                 ta.status = "perturbation_ineffective"
-                ta.message = ("autograd says the gradient is non-zero but perturbing this tensor changes "
-                              "nothing: the forward reads another tensor")
+                ta.message = (
+                    "autograd says the gradient is non-zero but perturbing this tensor changes "
+                    "nothing: the forward reads another tensor"
+                )
             elif not bool(g.detach().ne(0).any()) and all(x == 0.0 for x in fds):
                 ta.status = "zero_gradient"
                 ta.message = "gradient is exactly zero everywhere (dead tensor)"
             elif ta.max_rel_error > rtol:
                 ta.status = "mismatch"
                 worst = max(ta.probes, key=lambda p: p.rel_error)
-                ta.message = (f"at {worst.index}: finite difference {worst.fd:.6g} vs autograd "
-                              f"{worst.autograd:.6g} (rel err {worst.rel_error:.3g} > {rtol:g})")
+                ta.message = (
+                    f"at {worst.index}: finite difference {worst.fd:.6g} vs autograd "
+                    f"{worst.autograd:.6g} (rel err {worst.rel_error:.3g} > {rtol:g})"
+                )
     finally:
         with torch.no_grad():
             for n in names:
@@ -280,8 +292,14 @@ def gradient_audit(
             if not torch.equal(_bits(params[n]), originals[n]):  # pragma: no cover - defensive
                 raise RuntimeError(f"gradient audit failed to restore {n!r} bit for bit")
 
-    report = AuditReport(tensors=reports, eps=eps, rtol=rtol, seed=seed, base_loss=base_loss,
-                         allow_zero_gradient=frozenset(allow_zero_gradient))
+    report = AuditReport(
+        tensors=reports,
+        eps=eps,
+        rtol=rtol,
+        seed=seed,
+        base_loss=base_loss,
+        allow_zero_gradient=frozenset(allow_zero_gradient),
+    )
     if raise_on_failure:
         report.raise_if_failed()
     return report

@@ -1,4 +1,4 @@
-"""Training losses and recurrence schedules, model-agnostic.
+"""Training losses, model-agnostic (the recurrence schedules are in ``arms.train.recurrence``).
 
 Everything here operates on a per-loop readout tensor ``per_loop_logits`` of shape
 ``[loops, batch, n_classes]`` (``n_classes`` = the answer-symbol vocabulary or the full
@@ -40,30 +40,19 @@ Recurrence schedules
 
 from __future__ import annotations
 
-import hashlib
-import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping, Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = [
     "IGNORE_INDEX",
+    "anneal_loss",
+    "anneal_weight",
     "encode_path_targets",
     "intermediate_loss",
     "outcome_loss",
-    "anneal_weight",
-    "anneal_loss",
-    "ForcedRecurrence",
-    "PoissonLognormalSampler",
-    "split_no_grad",
-    "run_truncated_recurrence",
-    "curriculum_mean",
-    "step_seed",
 ]
 
 IGNORE_INDEX = -100
@@ -74,9 +63,7 @@ IGNORE_INDEX = -100
 
 def _check_logits(per_loop_logits: Tensor) -> tuple[int, int, int]:
     if per_loop_logits.ndim != 3:
-        raise ValueError(
-            f"per_loop_logits must be [loops, batch, n_classes], got shape {tuple(per_loop_logits.shape)}"
-        )
+        raise ValueError(f"per_loop_logits must be [loops, batch, n_classes], got shape {tuple(per_loop_logits.shape)}")
     return tuple(per_loop_logits.shape)  # type: ignore[return-value]
 
 
@@ -94,8 +81,7 @@ def _check_depths(depths: Tensor, loops: int, batch: int) -> None:
         raise ValueError("every depth must be >= 1")
     if batch and int(depths.max()) > loops:
         raise ValueError(
-            f"a row has depth {int(depths.max())} but only {loops} loops were run "
-            "(forced depth needs loops >= depth)"
+            f"a row has depth {int(depths.max())} but only {loops} loops were run (forced depth needs loops >= depth)"
         )
 
 
@@ -247,193 +233,3 @@ def anneal_loss(
     if weight < 1:
         total = total + (1.0 - weight) * outcome_loss(per_loop_logits, answers, depths, restrict_to=restrict_to)
     return total
-
-
-# ----------------------------------------------------------------------------- recurrence
-
-
-@dataclass(frozen=True)
-class ForcedRecurrence:
-    """Design S: loops = the depth written in the question.
-
-    A batch of mixed depths runs ``loops(depths) = max(depths)`` loops; each row is
-    read at loop ``readout_loops(depths)[b] = depths[b]``. All loops keep gradients
-    (``split(r) = (0, r)``).
-    """
-
-    def loops(self, depths: Tensor | Sequence[int]) -> int:
-        d = torch.as_tensor(depths)
-        if d.numel() == 0 or int(d.min()) < 1:
-            raise ValueError("depths must be non-empty and >= 1")
-        return int(d.max())
-
-    def readout_loops(self, depths: Tensor | Sequence[int]) -> Tensor:
-        return torch.as_tensor(depths).long()
-
-    def split(self, r: int) -> tuple[int, int]:
-        return 0, int(r)
-
-
-def step_seed(base_seed: int, step: int) -> int:
-    """A 63-bit seed from SHA-256 of ``"<base_seed>:<step>"`` (stable across runs/ranks)."""
-    digest = hashlib.sha256(f"{int(base_seed)}:{int(step)}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
-
-
-class PoissonLognormalSampler:
-    """Design M's published recurrence sampler (Poisson-Lognormal, mean ``k``).
-
-    For training step ``step`` with mean recurrence ``k`` and backprop depth ``s``::
-
-        t      = max(k - s, 0)
-        mu     = ln(t + s) - sigma^2 / 2
-        lambda ~ LogNormal(mu, sigma)
-        r      = Poisson(lambda) + 1
-
-    **The offset.** ``E[lambda] = exp(mu + sigma^2/2) = t + s = max(k, s)``, so
-    ``E[r] = max(k, s) + 1``: one more than the nominal mean when ``k >= s`` (the
-    published FLOPs count ignored this +1), and ``s + 1`` - not ``k + 1`` - whenever
-    ``k < s`` (a recurrence curriculum whose mean starts below ``s`` does not lower the
-    sampled mean below ``s + 1`` with this sampler). :meth:`true_mean` returns this
-    exact value (closed form, no estimate).
-
-    **Determinism.** Each draw uses a fresh ``numpy.random.Generator(PCG64)`` seeded by
-    :func:`step_seed` (SHA-256 of ``(seed, step)``): the same ``(seed, step, k)`` always
-    gives the same ``r`` - on every rank and after a resume - and draws at different
-    steps are independent. No hidden state advances between calls.
-    """
-
-    def __init__(self, mean: float, sigma: float = 0.5, backprop_depth: int = 8, seed: int = 0):
-        if mean <= 0:
-            raise ValueError("mean recurrence must be positive")
-        if sigma <= 0:
-            raise ValueError("sigma must be positive")
-        if backprop_depth < 1:
-            raise ValueError("backprop_depth must be >= 1")
-        self.mean = float(mean)
-        self.sigma = float(sigma)
-        self.backprop_depth = int(backprop_depth)
-        self.seed = int(seed)
-
-    def _mu(self, k: float) -> float:
-        s = self.backprop_depth
-        t = max(k - s, 0.0)
-        return math.log(t + s) - self.sigma**2 / 2
-
-    def sample(self, step: int, mean: float | None = None) -> int:
-        """The recurrence ``r >= 1`` for training step ``step`` (optionally another mean,
-        e.g. from :func:`curriculum_mean`)."""
-        k = self.mean if mean is None else float(mean)
-        if k <= 0:
-            raise ValueError("mean recurrence must be positive")
-        rng = np.random.Generator(np.random.PCG64(step_seed(self.seed, step)))
-        lam = rng.lognormal(self._mu(k), self.sigma)
-        return int(rng.poisson(lam)) + 1
-
-    __call__ = sample
-
-    def sample_split(self, step: int, mean: float | None = None) -> tuple[int, int]:
-        """``split_no_grad(sample(step), backprop_depth)``."""
-        return split_no_grad(self.sample(step, mean), self.backprop_depth)
-
-    def true_mean(self, mean: float | None = None) -> float:
-        """Exact ``E[r] = max(k, s) + 1`` (see class docstring)."""
-        k = self.mean if mean is None else float(mean)
-        s = self.backprop_depth
-        return max(k - s, 0.0) + s + 1.0
-
-    def true_mean_grad_iters(self, mean: float | None = None) -> float:
-        """``E[min(s, r)]`` (iterations with gradient), by numeric integration.
-
-        Integrates the Poisson mixture over a Gauss-Hermite grid in ``log lambda``
-        (64 nodes); accurate to ~1e-6 for the sigma used here. Useful for the
-        ``(6 N1 + 2 N2) D`` FLOPs count.
-        """
-        k = self.mean if mean is None else float(mean)
-        s = self.backprop_depth
-        mu = self._mu(k)
-        nodes, weights = np.polynomial.hermite_e.hermegauss(64)
-        lams = np.exp(mu + self.sigma * nodes)  # [64]
-        w = weights / weights.sum()
-        # r = n + 1 with n ~ Poisson(lambda): min(s, r) = n + 1 for n <= s - 2, else s
-        n = np.arange(0, s - 1)  # [s - 1]
-        log_fact = np.array([math.lgamma(i + 1.0) for i in n])
-        pmf = np.exp(-lams[:, None] + n[None, :] * np.log(lams[:, None]) - log_fact[None, :])
-        e = (pmf * (n + 1)[None, :]).sum(1) + s * (1.0 - pmf.sum(1))
-        total = float((w * e).sum())
-        return float(total)
-
-
-def split_no_grad(r: int, s: int) -> tuple[int, int]:
-    """Truncated backprop: ``(no_grad_iters, grad_iters) = (max(r - s, 0), min(s, r))``.
-
-    The first ``no_grad_iters`` iterations run under ``torch.no_grad()``, the last
-    ``grad_iters`` with gradient; they always sum to ``r``.
-    """
-    r, s = int(r), int(s)
-    if r < 0 or s < 0:
-        raise ValueError("r and s must be non-negative")
-    return max(r - s, 0), min(s, r)
-
-
-def run_truncated_recurrence(
-    step_fn: Callable[[Tensor], Tensor], state: Tensor, r: int, s: int
-) -> Tensor:
-    """Apply ``state = step_fn(state)`` ``r`` times, the first ``max(r - s, 0)`` without
-    gradient (the state is detached where gradient starts), the last ``min(s, r)`` with.
-
-    ``step_fn`` closes over whatever is re-injected each iteration (e.g. the prelude
-    output ``e`` of design M).
-    """
-    no_grad_iters, grad_iters = split_no_grad(r, s)
-    if no_grad_iters:
-        with torch.no_grad():
-            for _ in range(no_grad_iters):
-                state = step_fn(state)
-        state = state.detach()
-    for _ in range(grad_iters):
-        state = step_fn(state)
-    return state
-
-
-# ----------------------------------------------------------------------------- curriculum
-
-
-def curriculum_mean(
-    step: int,
-    total: int,
-    start: float,
-    end: float,
-    fraction: float,
-    kind: Literal["linear", "one_minus_sqrt"] = "linear",
-) -> float:
-    """Mean recurrence at ``step``: rises from ``start`` to ``end`` over the first
-    ``fraction * total`` steps, then holds ``end``.
-
-    With progress ``x = min(step / (fraction * total), 1)``:
-
-    - ``linear``:          ``start + (end - start) * x``
-    - ``one_minus_sqrt``:  ``start + (end - start) * (1 - sqrt(1 - x))`` - the
-      "1-sqrt" shape applied to the remaining distance: the mean stays near ``start``
-      longest and rises fastest at the end of the ramp (slope 1/2 of linear at x = 0);
-      it lies at or below the linear ramp everywhere, so it spends fewer FLOPs.
-
-    Both are monotone (non-decreasing when ``end >= start``) and hit both endpoints
-    exactly. ``fraction = 0`` holds ``end`` from step 0. Returns a float; round it if
-    an integer mean is wanted (:class:`PoissonLognormalSampler` accepts floats).
-    """
-    if total <= 0:
-        raise ValueError("total must be positive")
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError("fraction must lie in [0, 1]")
-    if step < 0:
-        raise ValueError("step must be >= 0")
-    ramp = fraction * total
-    x = 1.0 if ramp <= 0 else min(step / ramp, 1.0)
-    if kind == "linear":
-        f = x
-    elif kind == "one_minus_sqrt":
-        f = 1.0 - math.sqrt(1.0 - x)
-    else:
-        raise ValueError(f"unknown curriculum kind {kind!r} (linear | one_minus_sqrt)")
-    return float(start + (end - start) * f)

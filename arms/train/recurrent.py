@@ -33,7 +33,6 @@ Public API
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -43,25 +42,25 @@ from torch import Tensor, nn
 
 from arms.train.objectives import (
     IGNORE_INDEX,
-    ForcedRecurrence,
     anneal_loss,
     encode_path_targets,
     intermediate_loss,
     outcome_loss,
 )
+from arms.train.recurrence import ForcedRecurrence
 from ledger.spec.arms import OBJECTIVES as OBJECTIVE_KINDS
 
 __all__ = [
     "OBJECTIVES",
-    "RecurrentBatch",
     "LossOutput",
-    "make_recurrent_batch",
-    "symbol_readouts",
-    "objective_loss",
-    "recurrent_loss",
-    "per_loop_accuracy",
-    "evaluate_loops",
+    "RecurrentBatch",
     "accuracy_by_loop",
+    "evaluate_loops",
+    "make_recurrent_batch",
+    "objective_loss",
+    "per_loop_accuracy",
+    "recurrent_loss",
+    "symbol_readouts",
 ]
 
 Objective = Literal["intermediate", "outcome", "anneal"]
@@ -98,7 +97,7 @@ class RecurrentBatch:
     def max_depth(self) -> int:
         return ForcedRecurrence().loops(self.depths)
 
-    def to(self, device: torch.device | str) -> "RecurrentBatch":
+    def to(self, device: torch.device | str) -> RecurrentBatch:
         return replace(
             self,
             input_ids=self.input_ids.to(device),
@@ -154,8 +153,9 @@ def make_recurrent_batch(
         _check_row(row, index)
     symbol_ids = _symbol_ids(reader)
     enc = reader.encode(rows, return_tensors="pt")
-    targets, answers, depths = encode_path_targets([list(r.path) for r in rows], index, n_loops=n_loops,
-                                                   pad=IGNORE_INDEX)
+    targets, answers, depths = encode_path_targets(
+        [list(r.path) for r in rows], index, n_loops=n_loops, pad=IGNORE_INDEX
+    )
     batch = RecurrentBatch(
         input_ids=enc["input_ids"],
         attention_mask=enc["attention_mask"],
@@ -369,8 +369,7 @@ def evaluate_loops(
                 for t in range(1, upto + 1):
                     target = _beyond_depth_target(row, t) if t > int(row.depth) else None
                     # per-symbol scores in reader order == form="vocab" on the full logits
-                    per_row.append(reader.decode_scores(scores[t - 1, b], row, loop=t, target=target,
-                                                        form="symbols"))
+                    per_row.append(reader.decode_scores(scores[t - 1, b], row, loop=t, target=target, form="symbols"))
                 results.append(per_row)
     finally:
         model.train(was_training)

@@ -28,8 +28,14 @@ class Step:
     updated: bool
 
 
-def take_step(optimizer: Any, loss_fn: Callable[[], torch.Tensor], params: Iterable[torch.nn.Parameter],
-              *, grad_clip: float = GRAD_CLIP, where: str = "") -> Step:
+def take_step(
+    optimizer: Any,
+    loss_fn: Callable[[], torch.Tensor],
+    params: Iterable[torch.nn.Parameter],
+    *,
+    grad_clip: float = GRAD_CLIP,
+    where: str = "",
+) -> Step:
     """One optimiser step on ``loss_fn()``.
 
     A loss that reaches no trainable tensor (an adapter arm's depth-1 rows: loop 1 runs without the adapter

@@ -24,10 +24,10 @@ import torch
 from arms.bases.loading import load_base
 from arms.model.recurrent import last_token_positions, positions_from_mask
 from arms.runtime import build_runtime
-from ledger.rows.builder import build_manifests
-from ledger.spec.loader import load_protocol
 from ledger.reader.shared import Reader
+from ledger.rows.builder import build_manifests
 from ledger.rows.tasks.alphabets import resolve_alphabet
+from ledger.spec.loader import load_protocol
 
 
 def first_error_kind(row, t: int, pred: str) -> str:
@@ -64,7 +64,9 @@ def per_hop(runtime, rows, symbols) -> None:
     for t in sorted({t for t, _ in counts}):
         n = counts[(t, True)] + counts[(t, False)]
         errors = {k: v for (tt, k), v in sorted(kinds.items()) if tt == t}
-        print(f"loop {t:2d}: P(right | previous right) = {counts[(t, True)]}/{n} = {counts[(t, True)] / n:.2f}  {errors}")
+        print(
+            f"loop {t:2d}: P(right | previous right) = {counts[(t, True)]}/{n} = {counts[(t, True)] / n:.2f}  {errors}"
+        )
 
 
 def dynamics(runtime, rows) -> None:
@@ -80,12 +82,16 @@ def dynamics(runtime, rows) -> None:
         state, previous, first = prelude, None, None
         for t in range(1, 15):
             state = model._step(t, state, prelude, ctx, torch.arange(len(rows)), answer)
-            line = (f"loop {t:2d}: |h| table {state[table].norm(dim=-1).mean():8.1f}"
-                    f"  answer {state[torch.arange(len(rows)), answer].norm(dim=-1).mean():8.1f}")
+            line = (
+                f"loop {t:2d}: |h| table {state[table].norm(dim=-1).mean():8.1f}"
+                f"  answer {state[torch.arange(len(rows)), answer].norm(dim=-1).mean():8.1f}"
+            )
             if previous is not None:
                 cos = torch.nn.functional.cosine_similarity
-                line += (f"  cos(table t, t-1) {cos(state[table], previous[table], dim=-1).mean():.3f}"
-                         f"  cos(table t, 1) {cos(state[table], first[table], dim=-1).mean():.3f}")
+                line += (
+                    f"  cos(table t, t-1) {cos(state[table], previous[table], dim=-1).mean():.3f}"
+                    f"  cos(table t, 1) {cos(state[table], first[table], dim=-1).mean():.3f}"
+                )
             first = state.clone() if first is None else first
             previous = state
             print(line)

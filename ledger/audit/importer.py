@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.canonical import canonical_json, sha256_hex
 from ledger.audit.release import LoadedRelease, load_release
+from ledger.canonical import canonical_json, sha256_hex
 from ledger.store import Store
 
 

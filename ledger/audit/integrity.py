@@ -32,6 +32,8 @@ class Integrity:
     def _manifest_problems(self, manifest_sha: str) -> list[str]:
         problems = []
         record = self.store.manifest(manifest_sha)
+        if record is None:
+            return [f"manifest {manifest_sha[:12]} is named but not registered"]
         rows = self.store.manifest_rows(manifest_sha)
         for row in rows:
             if sha256_hex(row.canonical_json) != row.sha256:
@@ -86,12 +88,22 @@ def _registered_file_problems(store: Store, file: Path, protocol_shas: tuple[str
     except ProtocolError as exc:
         return [("tampered", f"protocol file {file} no longer validates: {exc.issues[0]}")]
     if protocol.sha256 not in protocol_shas:
-        return [("tampered", f"protocol file {file} was edited after registration without a recorded deviation "
-                             f"(file {protocol.sha256[:12]}, registered {', '.join(s[:12] for s in protocol_shas)})")]
+        return [
+            (
+                "tampered",
+                f"protocol file {file} was edited after registration without a recorded deviation "
+                f"(file {protocol.sha256[:12]}, registered {', '.join(s[:12] for s in protocol_shas)})",
+            )
+        ]
     registered = {manifest.name: manifest.sha256 for manifest in store.manifests_of([protocol.sha256])}
     problems = []
     for name, manifest in build_manifests(protocol, check=False).items():
         if registered.get(name) not in (None, manifest.sha256):
-            problems.append(("tampered", f"manifest {name}: rebuilt from the protocol it hashes to "
-                                         f"{manifest.sha256[:12]}, registered {registered[name][:12]}"))
+            problems.append(
+                (
+                    "tampered",
+                    f"manifest {name}: rebuilt from the protocol it hashes to "
+                    f"{manifest.sha256[:12]}, registered {registered[name][:12]}",
+                )
+            )
     return problems

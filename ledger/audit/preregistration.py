@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from ledger.canonical import sha256_file
-from ledger.spec.claims import ClaimFile, check_claims_against, load_claims
 from ledger.rows.builder import build_manifests
-from ledger.spec.protocol import Protocol
 from ledger.spec.check import check_protocol_file
+from ledger.spec.claims import ClaimFile, check_claims_against, load_claims
 from ledger.spec.loader import ProtocolError
+from ledger.spec.protocol import Protocol
 from ledger.store import Store
 from ledger.store.reads import RecordedDeviation, RegisteredProtocol
 
@@ -105,7 +105,7 @@ def peeked_rows(store: Store, row_sha256s: set[str]) -> list[PeekedRow]:
     return [
         PeekedRow(tuning[seen.protocol_sha256], seen.row_id, seen.row_sha256)
         for seen in store.seen_rows(tuning)
-        if seen.row_sha256 in row_sha256s
+        if seen.protocol_sha256 is not None and seen.row_sha256 in row_sha256s
     ]
 
 
@@ -133,7 +133,7 @@ def _write(store: Store, path: Path, protocol: Protocol) -> Registration:
     sha = store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
     manifest_shas = {name: store.add_manifest(manifest, protocol_sha256=sha) for name, manifest in manifests.items()}
     claim_ids = []
-    for claim_path, claim_file in claim_files:
+    for _claim_path, claim_file in claim_files:
         for claim in claim_file.claims:
             key = claim_key(protocol.name, claim.id)
             store.add_claim(key, claim.model_dump(mode="json", by_alias=True), protocol_sha256=sha)
@@ -171,8 +171,10 @@ def register(store: Store, path: str | Path) -> Registration:
 
 def diff_items(planned: Any, actual: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
     """Changed leaves between two protocol documents; lists of items with ids are keyed by id."""
-    if isinstance(planned, list) and isinstance(actual, list) and all(
-        isinstance(item, dict) and "id" in item for item in planned + actual
+    if (
+        isinstance(planned, list)
+        and isinstance(actual, list)
+        and all(isinstance(item, dict) and "id" in item for item in planned + actual)
     ):
         planned = {item["id"]: item for item in planned}
         actual = {item["id"]: item for item in actual}

@@ -85,8 +85,9 @@ def record_outcomes(store: Store, report: VerifyReport) -> list[str]:
                 params=pending.spec,
                 result=result.to_dict(),
             )
-        store.add_claim_outcome(pending.claim_key, result.outcome, result.reason, stat_test_id=test_id,
-                                detail=result.to_dict())
+        store.add_claim_outcome(
+            pending.claim_key, result.outcome, result.reason, stat_test_id=test_id, detail=result.to_dict()
+        )
         recorded.append(pending.claim_key)
     return recorded
 

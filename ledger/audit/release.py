@@ -22,10 +22,10 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from ledger.canonical import sha256_file
+from ledger.reader.shared import read_generated_text_detail, row_symbols
 from ledger.rows.manifest import Manifest, Row
 from ledger.spec.common import StrictModel, _located
 from ledger.spec.loader import load_model_file
-from ledger.reader.shared import read_generated_text_detail, row_symbols
 
 
 class ReleaseError(ValueError):
@@ -82,7 +82,7 @@ class ReleasePredictions(StrictModel):
     label: str = Field(default="", description="What produced these predictions (e.g. a checkpoint step).")
 
     @model_validator(mode="after")
-    def _one_source(self) -> "ReleasePredictions":
+    def _one_source(self) -> ReleasePredictions:
         if (self.prediction is None) == (self.text is None):
             raise _located("give exactly one of 'prediction' (a symbol field) or 'text' (generated text)", [])
         return self
@@ -108,7 +108,7 @@ class ReleaseMapping(StrictModel):
     counts: list[ReleaseCounts] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _references(self) -> "ReleaseMapping":
+    def _references(self) -> ReleaseMapping:
         ids = {spec.id for spec in self.manifests}
         if len(ids) != len(self.manifests):
             raise _located("duplicate manifest id", ["manifests"])
@@ -248,10 +248,11 @@ def load_release(mapping_path: str | Path, root_override: str | Path | None = No
 
     for spec in mapping.manifests:
         path = root / spec.file
-        records = [record for record in read_records(path) if _matches(record, spec.where)]
+        selected = [record for record in read_records(path) if _matches(record, spec.where)]
         loaded.file_hashes[spec.file] = sha256_file(path)
-        rows, seen = [], set()
-        for number, record in enumerate(records, start=1):
+        rows: list[Row] = []
+        seen: set[str] = set()
+        for number, record in enumerate(selected, start=1):
             try:
                 row = _row_from_record(spec, record, f"{path}:{number}")
             except ValidationError as exc:
@@ -264,47 +265,48 @@ def load_release(mapping_path: str | Path, root_override: str | Path | None = No
             rows.append(row)
         loaded.manifests[spec.id] = Manifest(name=spec.id, rows=tuple(rows))
 
-    for spec in mapping.predictions:
-        path = root / spec.file
-        rows = loaded.manifests[spec.manifest].by_id()
-        loaded.file_hashes[spec.file] = sha256_file(path)
-        records = []
-        unknown = []
+    for prediction in mapping.predictions:
+        path = root / prediction.file
+        by_id = loaded.manifests[prediction.manifest].by_id()
+        loaded.file_hashes[prediction.file] = sha256_file(path)
+        records: list[EvidenceRecord] = []
+        unknown: list[str] = []
         for number, record in enumerate(read_records(path), start=1):
             where = f"{path}:{number}"
-            row_id = str(_field(record, spec.row_id, where))
-            row = rows.get(row_id)
-            if row is None:
+            row_id = str(_field(record, prediction.row_id, where))
+            found = by_id.get(row_id)
+            if found is None:
                 unknown.append(row_id)
                 continue
-            records.append(_evidence(spec, record, row, where))
+            records.append(_evidence(prediction, record, found, where))
         if unknown:
             raise ReleaseError(
-                f"{path}: {len(unknown)} predictions name rows not in manifest {spec.manifest!r} "
+                f"{path}: {len(unknown)} predictions name rows not in manifest {prediction.manifest!r} "
                 f"(first: {unknown[0]!r})"
             )
         keys = [(record.row_id, record.loop) for record in records]
         if len(set(keys)) != len(keys):
             raise ReleaseError(f"{path}: more than one prediction for the same (row, loop)")
-        loaded.evidence[(spec.arm, spec.manifest, spec.file)] = records
+        loaded.evidence[(prediction.arm, prediction.manifest, prediction.file)] = records
 
-    for spec in mapping.counts:
-        path = root / spec.file
+    for count in mapping.counts:
+        path = root / count.file
         (document,) = read_records(path)
-        loaded.file_hashes[spec.file] = sha256_file(path)
+        loaded.file_hashes[count.file] = sha256_file(path)
         node: Any = document
-        for step in spec.select:
+        for step in count.select:
             try:
                 node = node[step]
             except (KeyError, IndexError, TypeError):
-                raise ReleaseError(f"{path}: path {spec.select} fails at {step!r}") from None
-        loaded.counts[spec.id] = {
-            int(depth): (int(cell[spec.correct]), int(cell[spec.total])) for depth, cell in node.items()
+                raise ReleaseError(f"{path}: path {count.select} fails at {step!r}") from None
+        loaded.counts[count.id] = {
+            int(depth): (int(cell[count.correct]), int(cell[count.total])) for depth, cell in node.items()
         }
     return loaded
 
 
 def _evidence(spec: ReleasePredictions, record: dict, row: Row, where: str) -> EvidenceRecord:
+    loop: int | None
     if isinstance(spec.loop, int):
         loop = spec.loop
     else:

@@ -137,7 +137,8 @@ def is_release_mapping(path: Path) -> bool:
 
 def claim_files(paths: list[str | Path]) -> tuple[list[tuple[Path, ClaimFile]], list[str]]:
     """(path, claim file) for every claim file under ``paths``, and the errors of those that do not load."""
-    loaded, errors = [], []
+    loaded: list[tuple[Path, ClaimFile]] = []
+    errors: list[str] = []
     for path in claim_files_under(paths):
         try:
             loaded.append((path, load_claims(path)))
@@ -206,12 +207,15 @@ def _verify_file(store: Store, path: Path, claim_file: ClaimFile, integrity: Int
 
 def _release_scope(store: Store, path: Path, claim_file: ClaimFile, root) -> _Scope | str:
     """An external audit: the release must already be imported, and its files unchanged since."""
+    assert claim_file.release is not None  # only claim files that name a release are scoped here
     mapping_path = (path.parent / claim_file.release).resolve()
     loaded = load_release(mapping_path, root)
     imported = registered_release(store, loaded.mapping.release)
     if imported is None:
-        return (f"release {loaded.mapping.release!r} is not imported into this ledger: pass --import to "
-                f"`ledger verify`, or run `ledger import {mapping_path}` first")
+        return (
+            f"release {loaded.mapping.release!r} is not imported into this ledger: pass --import to "
+            f"`ledger verify`, or run `ledger import {mapping_path}` first"
+        )
     scope = _Scope((sha256_hex(canonical_json(imported)),), external=True)
     if scope.protocol_shas[0] != sha256_hex(canonical_json(release_document(loaded))):
         changed = sorted(file for file, sha in loaded.file_hashes.items() if imported["file_sha256"].get(file) != sha)
@@ -231,8 +235,16 @@ def _protocol_scope(store: Store, claim_file: ClaimFile) -> _Scope | str:
     return scope
 
 
-def _verdict(store: Store, path: Path, claim, result: ClaimResult, evidence: StoreEvidence, integrity: Integrity,
-             namespace: str, scope: _Scope) -> ClaimVerdict:
+def _verdict(
+    store: Store,
+    path: Path,
+    claim,
+    result: ClaimResult,
+    evidence: StoreEvidence,
+    integrity: Integrity,
+    namespace: str,
+    scope: _Scope,
+) -> ClaimVerdict:
     key = claim_key(namespace, claim.id)
     verdict = ClaimVerdict(str(path), claim.id, result.outcome, "verified", result.reason, result.figures)
     spec = claim.model_dump(mode="json", by_alias=True)
@@ -261,8 +273,12 @@ def _verdict(store: Store, path: Path, claim, result: ClaimResult, evidence: Sto
     verdict.first_outcome = first["outcome"] if first else None
     # An outcome is a result only once the claim's evidence is all there: a partial run (`ledger run --arms A`
     # before B has run) must not fix "unverifiable" as the first outcome that every later verify is held to.
-    if (registered is not None or scope.external) and first is None and verdict.integrity == "verified" \
-            and result.outcome != "unverifiable":
+    if (
+        (registered is not None or scope.external)
+        and first is None
+        and verdict.integrity == "verified"
+        and result.outcome != "unverifiable"
+    ):
         inputs = tuple(
             {"role": f"arm{index}:{sha[:12]}", "arm": arm, "checkpoint_sha256": sha, "manifest_sha256": manifest_sha}
             for index, arm in enumerate(arms)
@@ -274,8 +290,9 @@ def _verdict(store: Store, path: Path, claim, result: ClaimResult, evidence: Sto
     return verdict
 
 
-def _evidence_problems(store: Store, claim, arms: list[str], registered, evidence: StoreEvidence,
-                       integrity: Integrity) -> list[Finding]:
+def _evidence_problems(
+    store: Store, claim, arms: list[str], registered, evidence: StoreEvidence, integrity: Integrity
+) -> list[Finding]:
     """The checkpoint files behind the claim's evidence, and its registration before that evidence."""
     problems: list[Finding] = []
     first_evidence_seq = None
@@ -290,6 +307,11 @@ def _evidence_problems(store: Store, claim, arms: list[str], registered, evidenc
     if registered is not None and first_evidence_seq is not None and registered.entry_seq > first_evidence_seq:
         protocol = store.protocol(registered.protocol_sha256) if registered.protocol_sha256 else None
         if protocol is None or not protocol.is_release:  # an audit's claims follow the release by design
-            problems.append(("unverifiable", f"claim {claim.id} was registered after its evidence (entry "
-                                             f"{registered.entry_seq} > {first_evidence_seq})"))
+            problems.append(
+                (
+                    "unverifiable",
+                    f"claim {claim.id} was registered after its evidence (entry "
+                    f"{registered.entry_seq} > {first_evidence_seq})",
+                )
+            )
     return problems

@@ -10,8 +10,10 @@ within each family. Nothing here touches the store or a model.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol as TypingProtocol
+from typing import Any
+from typing import Protocol as TypingProtocol
 
 from ledger.judge import stats
 from ledger.spec.claims import (
@@ -117,7 +119,7 @@ def _paired(claim, evidence, loop=None):
 
 
 def paired_exact(claim: PairedExactClaim, evidence: EvidenceSource) -> ClaimResult:
-    ids, a, b = _paired(claim, evidence)
+    _ids, a, b = _paired(claim, evidence)
     counts = stats.paired_counts(a, b)
     test = stats.mcnemar_exact(counts.helped, counts.hurt, alternative=claim.direction)
     figures = {
@@ -141,7 +143,12 @@ def paired_exact(claim: PairedExactClaim, evidence: EvidenceSource) -> ClaimResu
         f"{'<' if test.p_value < claim.alpha else '>='} alpha {claim.alpha}"
     )
     return ClaimResult(
-        claim.id, claim.statistic, "supported" if supported else "refuted", reason, figures, test.p_value,
+        claim.id,
+        claim.statistic,
+        "supported" if supported else "refuted",
+        reason,
+        figures,
+        test.p_value,
         alpha=claim.alpha,
     )
 
@@ -154,13 +161,19 @@ def accuracy(claim: AccuracyClaim, evidence: EvidenceSource) -> ClaimResult:
     accuracy = correct / n
     holds = accuracy >= claim.threshold if claim.direction == "at_least" else accuracy <= claim.threshold
     sign = ">=" if claim.direction == "at_least" else "<="
-    figures = {"correct": correct, "n": n, "accuracy": accuracy, "wilson_low": interval.lower, "wilson_high": interval.upper}
+    figures = {
+        "correct": correct,
+        "n": n,
+        "accuracy": accuracy,
+        "wilson_low": interval.lower,
+        "wilson_high": interval.upper,
+    }
     reason = f"{claim.arm}: {correct}/{n} = {accuracy:.4f} (Wilson 95% {interval.lower:.3f}-{interval.upper:.3f}); needs {sign} {claim.threshold}"
     return ClaimResult(claim.id, claim.statistic, "supported" if holds else "refuted", reason, figures)
 
 
 def noninferiority(claim: NonInferiorityClaim, evidence: EvidenceSource) -> ClaimResult:
-    ids, a, b = _paired(claim, evidence, claim.loop)
+    _ids, a, b = _paired(claim, evidence, claim.loop)
     counts = stats.paired_counts(a, b)
     result = stats.tango_noninferiority(counts.helped, counts.hurt, counts.n, claim.margin, alpha=claim.alpha)
     figures = {
@@ -180,8 +193,13 @@ def noninferiority(claim: NonInferiorityClaim, evidence: EvidenceSource) -> Clai
         f"margin -{claim.margin}, p = {_format_p(result.p_value)}"
     )
     return ClaimResult(
-        claim.id, claim.statistic, "supported" if result.noninferior else "refuted", reason, figures,
-        result.p_value, alpha=claim.alpha,
+        claim.id,
+        claim.statistic,
+        "supported" if result.noninferior else "refuted",
+        reason,
+        figures,
+        result.p_value,
+        alpha=claim.alpha,
     )
 
 
@@ -237,21 +255,35 @@ def _censored_frontier(claim: FrontierClaim, result, figures: dict) -> ClaimResu
     if result.status == "never_crosses":
         bound = result.depth_above
         figures.update(frontier_at_least=bound, ratio_at_least=bound / support)
-        decided = {"at_least": "supported" if bound / support >= threshold else None,
-                   "at_most": "refuted" if bound / support > threshold else None}[claim.direction]
+        decided = {
+            "at_least": "supported" if bound / support >= threshold else None,
+            "at_most": "refuted" if bound / support > threshold else None,
+        }[claim.direction]
         relation = f"frontier >= {bound} (the deepest evaluated depth), ratio >= {bound / support:.3f}"
     else:  # below_at_first_depth
         bound = result.depth_below
         figures.update(frontier_at_most=bound, ratio_at_most=bound / support)
-        decided = {"at_least": "refuted" if bound / support < threshold else None,
-                   "at_most": "supported" if bound / support <= threshold else None}[claim.direction]
+        decided = {
+            "at_least": "refuted" if bound / support < threshold else None,
+            "at_most": "supported" if bound / support <= threshold else None,
+        }[claim.direction]
         relation = f"frontier <= {bound} (the shallowest evaluated depth), ratio <= {bound / support:.3f}"
     sign = ">=" if claim.direction == "at_least" else "<="
     if decided is None:
-        return ClaimResult(claim.id, claim.statistic, "unverifiable",
-                           f"{claim.arm}: {result.reason}; {relation} cannot decide {sign} {threshold}", figures)
-    return ClaimResult(claim.id, claim.statistic, decided,
-                       f"{claim.arm}: {result.reason}; {relation}, needs {sign} {threshold}", figures)
+        return ClaimResult(
+            claim.id,
+            claim.statistic,
+            "unverifiable",
+            f"{claim.arm}: {result.reason}; {relation} cannot decide {sign} {threshold}",
+            figures,
+        )
+    return ClaimResult(
+        claim.id,
+        claim.statistic,
+        decided,
+        f"{claim.arm}: {result.reason}; {relation}, needs {sign} {threshold}",
+        figures,
+    )
 
 
 def gate(claim: GateClaim, evidence: EvidenceSource) -> ClaimResult:

@@ -25,10 +25,17 @@ def installation(rows: Sequence[Any], readings: Sequence[Any], depths: tuple[int
     value = correct / len(cells) if cells else 0.0
     passed = bool(cells) and value >= threshold
     return {
-        "passed": passed, "metric": "active_label_accuracy", "value": value, "threshold": threshold,
+        "passed": passed,
+        "metric": "active_label_accuracy",
+        "value": value,
+        "threshold": threshold,
         "comparison": ">=",
-        "detail": {"summary": f"active-label accuracy {correct}/{len(cells)} = {value:.3f} at depth {low}-{high} "
-                              f"(needs >= {threshold})", "cells": len(cells), "correct": correct},
+        "detail": {
+            "summary": f"active-label accuracy {correct}/{len(cells)} = {value:.3f} at depth {low}-{high} "
+            f"(needs >= {threshold})",
+            "cells": len(cells),
+            "correct": correct,
+        },
     }
 
 
@@ -37,18 +44,32 @@ def guardrail(base_correct: Mapping[str, bool], readings: Sequence[Any], max_dro
     arm = {r.row_id: bool(r.correct) for r in readings}
     shared = sorted(set(arm) & set(base_correct))
     if not shared:
-        return {"passed": False, "metric": "accuracy_drop", "value": None, "threshold": max_drop, "comparison": "<=",
-                "detail": {"summary": "no rows in common with the base reference"}}
+        return {
+            "passed": False,
+            "metric": "accuracy_drop",
+            "value": None,
+            "threshold": max_drop,
+            "comparison": "<=",
+            "detail": {"summary": "no rows in common with the base reference"},
+        }
     base_accuracy = sum(base_correct[r] for r in shared) / len(shared)
     arm_accuracy = sum(arm[r] for r in shared) / len(shared)
     drop = base_accuracy - arm_accuracy
     counts = stats.paired_counts([arm[r] for r in shared], [base_correct[r] for r in shared])
     passed = drop <= max_drop + 1e-12
     return {
-        "passed": passed, "metric": "accuracy_drop", "value": drop, "threshold": max_drop, "comparison": "<=",
-        "detail": {"summary": f"loop-1 accuracy {arm_accuracy:.3f} vs base {base_accuracy:.3f}: drop "
-                              f"{100 * drop:+.1f} points (max {100 * max_drop:.1f}); helped {counts.helped} / hurt {counts.hurt}",
-                   "arm_accuracy": arm_accuracy, "base_accuracy": base_accuracy, "n": len(shared)},
+        "passed": passed,
+        "metric": "accuracy_drop",
+        "value": drop,
+        "threshold": max_drop,
+        "comparison": "<=",
+        "detail": {
+            "summary": f"loop-1 accuracy {arm_accuracy:.3f} vs base {base_accuracy:.3f}: drop "
+            f"{100 * drop:+.1f} points (max {100 * max_drop:.1f}); helped {counts.helped} / hurt {counts.hurt}",
+            "arm_accuracy": arm_accuracy,
+            "base_accuracy": base_accuracy,
+            "n": len(shared),
+        },
     }
 
 
@@ -61,13 +82,18 @@ def retention_floor(rows: Sequence[Any], readings: Sequence[Any], floor: float, 
     correct = sum(1 for r in final if r.correct)
     value = correct / len(final) if final else 0.0
     return {
-        "passed": bool(final) and value >= floor, "metric": "accuracy", "value": value, "threshold": floor,
-        "comparison": ">=", "detail": {"summary": f"accuracy {correct}/{len(final)} = {value:.3f} (floor {floor})"},
+        "passed": bool(final) and value >= floor,
+        "metric": "accuracy",
+        "value": value,
+        "threshold": floor,
+        "comparison": ">=",
+        "detail": {"summary": f"accuracy {correct}/{len(final)} = {value:.3f} (floor {floor})"},
     }
 
 
-def depth_gate(a: Mapping[str, tuple[int, bool]], b: Mapping[str, tuple[int, bool]], test: str, alpha: float,
-               consecutive: int) -> dict:
+def depth_gate(
+    a: Mapping[str, tuple[int, bool]], b: Mapping[str, tuple[int, bool]], test: str, alpha: float, consecutive: int
+) -> dict:
     """Per-depth A > B on k consecutive depths: the paper's count-based Fisher gate or the paired exact one."""
     shared = sorted(set(a) & set(b))
     depths = sorted({a[r][0] for r in shared})
@@ -85,10 +111,16 @@ def depth_gate(a: Mapping[str, tuple[int, bool]], b: Mapping[str, tuple[int, boo
         result = stats.paired_depth_gate(pairs, alpha, consecutive)
     run = result.passing_run
     return {
-        "passed": result.passed, "metric": f"{test}_depth_gate", "value": float(len(run or ())), "threshold": float(consecutive),
+        "passed": result.passed,
+        "metric": f"{test}_depth_gate",
+        "value": float(len(run or ())),
+        "threshold": float(consecutive),
         "comparison": ">=",
-        "detail": {"summary": f"{test}: passing depths {list(run) if run else 'none'} (needs {consecutive} consecutive, "
-                              f"alpha {alpha})", "per_depth": result.to_dict()["per_depth"]},
+        "detail": {
+            "summary": f"{test}: passing depths {list(run) if run else 'none'} (needs {consecutive} consecutive, "
+            f"alpha {alpha})",
+            "per_depth": result.to_dict()["per_depth"],
+        },
     }
 
 

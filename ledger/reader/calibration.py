@@ -49,8 +49,9 @@ does not merge with ``"Answer:"``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -80,8 +81,7 @@ class CalibrationError(AssertionError):
             by_form[f.form] = by_form.get(f.form, 0) + 1
         rows = sorted({f.row_id for f in failures})
         lines = [
-            f"reader calibration failed: {len(failures)} of {checked} cells wrong, "
-            f"{len(rows)} rows; by form {by_form}",
+            f"reader calibration failed: {len(failures)} of {checked} cells wrong, {len(rows)} rows; by form {by_form}",
             "first failing rows: " + ", ".join(rows[:10]) + (f" (+{len(rows) - 10} more)" if len(rows) > 10 else ""),
         ]
         for f in failures[:10]:
@@ -112,9 +112,9 @@ class CalibrationReport:
         return f"calibration 100%: {self.rows} rows, {self.cells} cells ({forms})"
 
 
-def perfect_path(row: Any) -> list[tuple[int, str]]:
+def perfect_path(row: Any) -> list[tuple[int | None, str]]:
     """(loop, symbol) pairs a perfect recurrent executor emits: ``path[t]`` for
-    t = 1..depth when the row has a full chain, else only ``(depth, answer)``."""
+    t = 1..depth when the row has a full chain, else only ``(depth, answer)`` (loop None: read once)."""
     path = list(getattr(row, "path", None) or [])
     if len(path) == row.depth + 1 and row.depth >= 1:
         return [(t, path[t]) for t in range(1, row.depth + 1)]
@@ -175,7 +175,9 @@ def calibrate(reader: Reader, rows_or_manifest: Any, *, seed: int = 0) -> Calibr
                 record("target", row_id, loop, emitted, None, False, str(exc))
                 continue
             if emitted not in own:
-                record("symbol_scores", row_id, loop, expected, None, False, f"path symbol {emitted!r} is not the row's")
+                record(
+                    "symbol_scores", row_id, loop, expected, None, False, f"path symbol {emitted!r} is not the row's"
+                )
                 continue
             per_symbol = _symbol_scores(reader, own_mask, emitted, rng)
             forms: list[tuple[str, Any]] = [
@@ -198,9 +200,7 @@ def calibrate(reader: Reader, rows_or_manifest: Any, *, seed: int = 0) -> Calibr
                         scores, row, loop=loop, form="vocab" if form.startswith("vocab") else "auto"
                     )
                     ok = (
-                        result.correct
-                        and result.prediction == emitted
-                        and (result.margin is None or result.margin > 0)
+                        result.correct and result.prediction == emitted and (result.margin is None or result.margin > 0)
                     )
                     record(form, row_id, loop, expected, result.prediction, ok)
                 except ValueError as exc:
@@ -212,8 +212,17 @@ def calibrate(reader: Reader, rows_or_manifest: Any, *, seed: int = 0) -> Calibr
         texts: list[tuple[str, str, bool]] = [  # (form, text, must be complete)
             ("direct", " " + t, False),
             ("direct_newline", " " + t + "\n", True),
-            ("direct_trailing", " " + t + "\n\nSome trailing words " + trailing_syms + " answer: "
-             + (others[0] if others else t) + "\n", True),
+            (
+                "direct_trailing",
+                " "
+                + t
+                + "\n\nSome trailing words "
+                + trailing_syms
+                + " answer: "
+                + (others[0] if others else t)
+                + "\n",
+                True,
+            ),
             ("direct_punct", " " + t + ".", True),
             ("answer_marker", " Answer: " + t + "\n", True),
         ]
@@ -246,9 +255,16 @@ def calibrate(reader: Reader, rows_or_manifest: Any, *, seed: int = 0) -> Calibr
                 base = list(tok(prompt, add_special_tokens=add_special)["input_ids"])
                 full = list(tok(prompt + " " + t, add_special_tokens=add_special)["input_ids"])
                 ok = full == base + [token_ids[t]]
-                record("tokenization", row_id, None, t, None if ok else str(full[len(base) - 1 :]), ok,
-                       "" if ok else "answer token merges with the prompt")
-            except Exception as exc:  # noqa: BLE001 - report, not crash
+                record(
+                    "tokenization",
+                    row_id,
+                    None,
+                    t,
+                    None if ok else str(full[len(base) - 1 :]),
+                    ok,
+                    "" if ok else "answer token merges with the prompt",
+                )
+            except Exception as exc:
                 record("tokenization", row_id, None, t, None, False, repr(exc))
 
     if failures:

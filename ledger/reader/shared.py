@@ -19,48 +19,8 @@ readers. The reader owns four fixed things:
 The reader never knows which arm it reads. It imports no torch: scores may be torch
 tensors, numpy arrays, sequences or dicts; they are converted with numpy.
 
-First-completed-answer rule (dense text)
-----------------------------------------
-Given a continuation and the row's symbols (its table's symbols, see
-:func:`row_symbols`), in this order of priority:
-
-1. **leading**: after optional whitespace the text starts with a standalone symbol
-   (``" M\\n\\nThe function..."`` -> ``M``; ``"B."`` -> ``B``);
-2. **marker**: else the first occurrence of ``answer``, optionally ``:`` or ``=``,
-   then a standalone symbol; ``answer`` is case-insensitive and must itself be a
-   whole word (``"Answer: B"``, ``"answer=B"``, ``"ANSWER B"``; not ``"answers B"``).
-   An ``answer`` marker followed by a non-symbol is skipped and the search goes on;
-3. **first symbol**: else the first standalone symbol anywhere in the text;
-4. else nothing (``None``).
-
-A symbol is *standalone* when it is not part of a longer word: the characters
-before and after it are not word characters (``\\w``: letters, digits, ``_``).
-So ``"Apple"`` does not contain the symbol ``A``, ``"BHuman"`` does not contain
-``B``, but ``"B."``, ``"(B)"`` and ``"Ben's"`` contain ``B``/``B``/``Ben``.
-Symbols are matched case-sensitively (``"a"`` is not ``A``; ``"ben"`` is not
-``Ben``). Symbols that are not the row's are never read (rules 1-3 only accept the
-row's symbols; rule 1 simply fails on a leading non-symbol word).
-
-Streaming completeness (stop rule)
-----------------------------------
-``is_complete(text)`` is True only when the answer read from ``text`` can no longer
-change whatever text is appended -- so a generator may stop as soon as it is True,
-and ``read(prefix) == read(prefix + anything)`` holds for a complete prefix:
-
-* rule 1 is final once the leading symbol is followed by at least one more
-  character (which must be a non-word character, else it was no symbol):
-  ``" B"`` is *not* complete (it may grow into ``" Ben"`` or ``" BHuman"``),
-  ``" B\\n"`` and ``" B."`` are;
-* rule 2 is final once rule 1 has definitively failed (the first word is complete
-  and is no symbol, or the text starts with a non-word character) and the first
-  marker match is followed by at least one more character;
-* rule 3 is never final before the end of the text (a later ``answer: X`` would
-  take priority), so it never stops a generation; the caller reads the finished
-  text with :meth:`Reader.read_text` when generation ends (EOS or token budget).
-
-In both cases the match is also not final while the text after the symbol's start
-is still a proper prefix of a longer row symbol (``"B-"`` with symbols ``B`` and
-``B-2``). (Assumes no symbol contains the word ``answer``.)
+The first-completed-answer rule and its streaming stop rule are written out, and
+implemented, in :mod:`ledger.reader.text`; this module re-exports them.
 
 Tokens and scores
 -----------------
@@ -76,11 +36,21 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Collection, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+
+from ledger.reader.scores import _to_numpy_1d, _to_numpy_2d
+from ledger.reader.text import (
+    TextRead,
+    is_complete_answer,
+    read_generated_text,
+    read_generated_text_detail,
+    row_symbols,
+)
+from ledger.reader.tokens import _encode_ids, _token_strings, _vocab_size
 
 __all__ = [
     "ANSWER_SUFFIX",
@@ -94,125 +64,6 @@ __all__ = [
 ]
 
 ANSWER_SUFFIX = "\nAnswer:"
-
-RULE_LEADING = "leading"
-RULE_MARKER = "marker"
-RULE_FIRST_SYMBOL = "first_symbol"
-
-
-# ---------------------------------------------------------------------------
-# Text rule (pure functions)
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TextRead:
-    """Outcome of the first-completed-answer rule on one text.
-
-    ``symbol``: the symbol read, or None. ``rule``: which rule fired (``"leading"``,
-    ``"marker"``, ``"first_symbol"``) or None. ``complete``: the read can no longer
-    change if more text is appended (see the module docstring). ``end``: index in the
-    text just after the symbol read (None when nothing was read).
-    """
-
-    symbol: str | None
-    rule: str | None
-    complete: bool
-    end: int | None
-
-
-@lru_cache(maxsize=256)
-def _patterns(symbols: tuple[str, ...]) -> tuple[re.Pattern, re.Pattern, re.Pattern]:
-    # Longest first, so that an alternation prefers "Benny" over "Ben" at one position.
-    alternation = "|".join(re.escape(s) for s in sorted(symbols, key=lambda s: (-len(s), s)))
-    sym = rf"(?<!\w)(?P<sym>{alternation})(?!\w)"
-    leading = re.compile(rf"\s*{sym}")
-    marker = re.compile(rf"(?<!\w)(?i:answer)(?!\w)\s*[:=]?\s*{sym}")
-    anywhere = re.compile(sym)
-    return leading, marker, anywhere
-
-
-_FIRST_WORD = re.compile(r"\s*(\w*)")
-
-
-def _normalise_symbols(symbols: Collection[str]) -> tuple[str, ...]:
-    out = tuple(sorted({str(s) for s in symbols if str(s) != ""}))
-    for s in out:
-        if s != s.strip():
-            raise ValueError(f"symbol {s!r} has surrounding whitespace")
-    return out
-
-
-def _may_grow(text: str, match: re.Match, symbols: tuple[str, ...]) -> bool:
-    """Could appended text turn this match into a longer symbol (one that contains a
-    non-word character, e.g. ``"B-2"`` after ``"B-"``)?"""
-    tail = text[match.start("sym") :]
-    sym = match.group("sym")
-    return any(len(s) > len(tail) and s.startswith(tail) and s != sym for s in symbols)
-
-
-def read_generated_text_detail(text: str, symbols: Collection[str]) -> TextRead:
-    """The first-completed-answer rule with its provenance (rule fired, completeness)."""
-    syms = _normalise_symbols(symbols)
-    if not syms or not text:
-        return TextRead(None, None, False, None)
-    leading, marker, anywhere = _patterns(syms)
-    n = len(text)
-
-    # Rule 1: a leading standalone symbol.
-    m = leading.match(text)
-    if m:
-        end = m.end("sym")
-        return TextRead(m.group("sym"), RULE_LEADING, end < n and not _may_grow(text, m, syms), end)
-    # Has rule 1 definitively failed, or could appending text still make it fire?
-    w = _FIRST_WORD.match(text)
-    leading_undecided = w.end() == n  # text is whitespace + (possibly partial) first word
-
-    # Rule 2: the first "answer[:=]? X" with X a row symbol.
-    m = marker.search(text)
-    if m:
-        end = m.end("sym")
-        complete = (not leading_undecided) and end < n and not _may_grow(text, m, syms)
-        return TextRead(m.group("sym"), RULE_MARKER, complete, end)
-
-    # Rule 3: the first standalone symbol anywhere (never final before the end).
-    m = anywhere.search(text)
-    if m:
-        return TextRead(m.group("sym"), RULE_FIRST_SYMBOL, False, m.end("sym"))
-    return TextRead(None, None, False, None)
-
-
-def read_generated_text(text: str, symbols: Collection[str]) -> str | None:
-    """Read a dense arm's generated text by the first-completed-answer rule.
-
-    ``symbols`` is the row's answer vocabulary (its table's symbols). Returns the
-    symbol read, or None. See the module docstring for the exact rule.
-    """
-    return read_generated_text_detail(text, symbols).symbol
-
-
-def is_complete_answer(text: str, symbols: Collection[str]) -> bool:
-    """True once ``text`` holds a complete answer that no appended text can change.
-
-    Usable as a generation stopping criterion; see the module docstring.
-    """
-    return read_generated_text_detail(text, symbols).complete
-
-
-# ---------------------------------------------------------------------------
-# Rows
-# ---------------------------------------------------------------------------
-
-
-def row_symbols(row: Any) -> list[str]:
-    """A row's answer vocabulary: ``row.symbols``, then any table key or value not yet
-    listed (in table order). For a multiple-choice row these are its choice labels."""
-    ordered: list[Any] = list(getattr(row, "symbols", None) or ())
-    table = getattr(row, "table", None)
-    if table:
-        for pair in table.items():
-            ordered.extend(pair)
-    return [s if isinstance(s, str) else str(s) for s in dict.fromkeys(ordered)]
 
 
 # ---------------------------------------------------------------------------
@@ -256,51 +107,6 @@ class ReadResult:
             "complete": self.complete,
             "loop": self.loop,
         }
-
-
-def _encode_ids(tokenizer: Any, text: str, add_special_tokens: bool = False) -> list[int]:
-    """Token ids of ``text`` with a transformers tokenizer or a raw ``tokenizers.Tokenizer``."""
-    encoded = tokenizer.encode(text, add_special_tokens=add_special_tokens)
-    ids = getattr(encoded, "ids", encoded)  # tokenizers.Encoding -> .ids
-    return [int(i) for i in ids]
-
-
-def _vocab_size(tokenizer: Any) -> int | None:
-    try:
-        return int(len(tokenizer))
-    except TypeError:
-        pass
-    get = getattr(tokenizer, "get_vocab_size", None)
-    if get is not None:
-        return int(get(with_added_tokens=True))
-    return None
-
-
-def _token_strings(tokenizer: Any, ids: Sequence[int]) -> list[str]:
-    convert = getattr(tokenizer, "convert_ids_to_tokens", None)
-    if convert is not None:
-        return [str(t) for t in convert(list(ids))]
-    id_to_token = getattr(tokenizer, "id_to_token", None)
-    if id_to_token is not None:
-        return [str(id_to_token(i)) for i in ids]
-    return [str(i) for i in ids]
-
-
-def _to_numpy_1d(scores: Any) -> np.ndarray:
-    if hasattr(scores, "detach"):  # a torch tensor, without importing torch
-        scores = scores.detach()
-        if hasattr(scores, "float"):
-            scores = scores.float()
-        scores = scores.cpu().numpy()
-    array = np.asarray(scores, dtype=np.float64)
-    while array.ndim > 1 and array.shape[0] == 1:
-        array = array[0]
-    if array.ndim != 1:
-        raise ValueError(
-            f"scores for one row must be one-dimensional (got shape {array.shape}); "
-            "use decode_batch for a batch"
-        )
-    return array
 
 
 class Reader:
@@ -452,9 +258,7 @@ class Reader:
             raise ValueError("encode needs a Reader built with a tokenizer")
         texts = [self.render(r) for r in rows]
         add_special = not self.chat_template
-        sequences = [
-            [int(i) for i in self.tokenizer(t, add_special_tokens=add_special)["input_ids"]] for t in texts
-        ]
+        sequences = [[int(i) for i in self.tokenizer(t, add_special_tokens=add_special)["input_ids"]] for t in texts]
         pad = getattr(self.tokenizer, "pad_token_id", None)
         if pad is None:
             pad = getattr(self.tokenizer, "eos_token_id", None)
@@ -486,13 +290,9 @@ class Reader:
         if loop is None or loop == row.depth:
             return row.answer
         if not 1 <= loop <= row.depth:
-            raise ValueError(
-                f"row {row.row_id}: loop {loop} is outside 1..{row.depth}; pass target= explicitly"
-            )
+            raise ValueError(f"row {row.row_id}: loop {loop} is outside 1..{row.depth}; pass target= explicitly")
         if len(row.path) != row.depth + 1:
-            raise ValueError(
-                f"row {row.row_id}: path has {len(row.path)} symbols, expected depth+1 = {row.depth + 1}"
-            )
+            raise ValueError(f"row {row.row_id}: path has {len(row.path)} symbols, expected depth+1 = {row.depth + 1}")
         return row.path[loop]
 
     # -- scores ---------------------------------------------------------------------
@@ -520,9 +320,7 @@ class Reader:
             form = "symbols" if array.shape[0] == len(self._symbols) else "vocab"
         if form == "symbols":
             if array.shape[0] != len(self._symbols):
-                raise ValueError(
-                    f"per-symbol scores must have length {len(self._symbols)} (got {array.shape[0]})"
-                )
+                raise ValueError(f"per-symbol scores must have length {len(self._symbols)} (got {array.shape[0]})")
             return {s: float(array[self._index[s]]) for s in syms}
         if form == "vocab":
             if self._token_ids is None:
@@ -593,15 +391,11 @@ class Reader:
         if len(scores) != len(rows):
             raise ValueError(f"{len(scores)} score rows for {len(rows)} rows")
         targets = list(targets) if targets is not None else [None] * len(rows)
-        return [
-            self.decode_scores(s, r, loop=loop, target=t, form=form) for s, r, t in zip(scores, rows, targets)
-        ]
+        return [self.decode_scores(s, r, loop=loop, target=t, form=form) for s, r, t in zip(scores, rows, targets)]
 
     # -- text -----------------------------------------------------------------------
 
-    def read_text(
-        self, text: str, row: Any, *, loop: int | None = None, target: str | None = None
-    ) -> ReadResult:
+    def read_text(self, text: str, row: Any, *, loop: int | None = None, target: str | None = None) -> ReadResult:
         """Read a dense arm's generated text for a row (first-completed-answer rule)."""
         detail = read_generated_text_detail(text, self.row_symbols(row))
         expected = self.target_for(row, loop=loop, target=target)
@@ -624,15 +418,3 @@ class Reader:
             f"Reader(symbols={list(self._symbols)!r}, tokenizer={type(self.tokenizer).__name__ if self.tokenizer is not None else None}, "
             f"chat_template={self.chat_template}, answer_suffix={self.answer_suffix!r})"
         )
-
-
-def _to_numpy_2d(scores: Any) -> np.ndarray:
-    if hasattr(scores, "detach"):
-        scores = scores.detach()
-        if hasattr(scores, "float"):
-            scores = scores.float()
-        scores = scores.cpu().numpy()
-    array = np.asarray(scores, dtype=np.float64)
-    if array.ndim != 2:
-        raise ValueError(f"batch scores must be two-dimensional (got shape {array.shape})")
-    return array

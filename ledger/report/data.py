@@ -241,9 +241,9 @@ def grid_of(all_readings: list[EvidenceReading], arm: str, checkpoint_sha256: st
         row_values: list[float | None] = []
         row_counts: list[int] = []
         for loop in loops:
-            tally = tallies.get((depth, loop))
-            row_values.append(tally[0] / tally[1] if tally else None)
-            row_counts.append(tally[1] if tally else 0)
+            cell = tallies.get((depth, loop))
+            row_values.append(cell[0] / cell[1] if cell else None)
+            row_counts.append(cell[1] if cell else 0)
         values.append(row_values)
         counts.append(row_counts)
     label = _labels(_series_keys(all_readings)).get((arm, checkpoint), arm)
@@ -265,10 +265,10 @@ def claim_rows(store: Store, protocol_sha256s: tuple[str, ...], claim_prefix: st
     first: dict[str, RecordedOutcome] = {}
     latest: dict[str, RecordedOutcome] = {}
     n_evaluations: dict[str, int] = {}
-    for outcome in store.claim_outcomes():
-        first.setdefault(outcome.claim_id, outcome)
-        latest[outcome.claim_id] = outcome
-        n_evaluations[outcome.claim_id] = n_evaluations.get(outcome.claim_id, 0) + 1
+    for recorded in store.claim_outcomes():
+        first.setdefault(recorded.claim_id, recorded)
+        latest[recorded.claim_id] = recorded
+        n_evaluations[recorded.claim_id] = n_evaluations.get(recorded.claim_id, 0) + 1
     rows = []
     for claim in claims:
         spec = claim.spec()

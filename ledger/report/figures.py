@@ -6,9 +6,10 @@ matplotlib is imported inside the functions that draw, so that importing the rep
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, cast
 
 import numpy as np
 
@@ -47,8 +48,11 @@ def _save(figure, path: Path) -> None:
 def series_colors(labels: list[str]) -> dict[str, tuple]:
     import matplotlib
 
-    palette = list(matplotlib.colormaps["tab10"].colors) if len(labels) <= 10 else list(
-        matplotlib.colormaps["tab20"].colors
+    palette = (
+        # the qualitative maps are ListedColormaps (their colours as a list)
+        list(cast(Any, matplotlib.colormaps["tab10"]).colors)
+        if len(labels) <= 10
+        else list(cast(Any, matplotlib.colormaps["tab20"]).colors)
     )
     return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
 
@@ -60,8 +64,13 @@ def accuracy_figure(
     axes = figure.add_axes((0.08, 0.11, 0.68, 0.80))
     depths = sorted({point.depth for s in series for point in s.points})
     if support is not None:
-        axes.axvspan(support[0] - 0.5, support[1] + 0.5, color="0.88", zorder=0,
-                     label=f"training support {support[0]}-{support[1]}")
+        axes.axvspan(
+            support[0] - 0.5,
+            support[1] + 0.5,
+            color="0.88",
+            zorder=0,
+            label=f"training support {support[0]}-{support[1]}",
+        )
     axes.axhline(
         FRONTIER_BAR, color="0.45", linestyle="--", linewidth=1, zorder=1, label=f"frontier bar {FRONTIER_BAR}"
     )
@@ -71,8 +80,19 @@ def accuracy_figure(
         x = np.array([p.depth for p in s.points], dtype=float)
         y = np.array([p.accuracy for p in s.points])
         error = np.array([[p.accuracy - p.low for p in s.points], [p.high - p.accuracy for p in s.points]])
-        axes.errorbar(x, y, yerr=error, color=colors[s.label], marker=_MARKERS[index % len(_MARKERS)], markersize=4,
-                      linewidth=1.3, capsize=2.5, elinewidth=0.9, label=s.label, zorder=3)
+        axes.errorbar(
+            x,
+            y,
+            yerr=error,
+            color=colors[s.label],
+            marker=_MARKERS[index % len(_MARKERS)],
+            markersize=4,
+            linewidth=1.3,
+            capsize=2.5,
+            elinewidth=0.9,
+            label=s.label,
+            zorder=3,
+        )
     axes.set_xlabel("row depth (hops)")
     axes.set_ylabel("final accuracy (Wilson 95% CI)")
     axes.set_title(f"Per-depth accuracy on manifest {manifest}")
@@ -106,8 +126,15 @@ def heatmap_figure(path: Path, manifest: str, grid: HeatmapGrid) -> None:
         for i, row in enumerate(grid.values):
             for j, value in enumerate(row):
                 if value is not None:
-                    axes.text(j, i, f"{100 * value:.0f}", ha="center", va="center", fontsize=7,
-                              color="white" if value < 0.6 else "black")
+                    axes.text(
+                        j,
+                        i,
+                        f"{100 * value:.0f}",
+                        ha="center",
+                        va="center",
+                        fontsize=7,
+                        color="white" if value < 0.6 else "black",
+                    )
     colorbar_axes = figure.add_axes((0.84, 0.16, 0.03, 0.70))
     colorbar = figure.colorbar(image, cax=colorbar_axes)
     colorbar.set_label("share = t-th intermediate symbol")
@@ -117,19 +144,32 @@ def heatmap_figure(path: Path, manifest: str, grid: HeatmapGrid) -> None:
 def latency_figure(path: Path, manifest: str, series: list[ArmSeries], colors: dict[str, tuple]) -> None:
     figure = _new_figure(9.0, 5.0)
     axes = figure.add_axes((0.08, 0.11, 0.68, 0.80))
-    latencies = []
+    latencies: list[float] = []
     for index, s in enumerate(series):
         points = [p for p in s.points if p.median_latency_ms is not None]
         if not points:
             continue
-        x = [p.median_latency_ms for p in points]
+        x = [float(p.median_latency_ms) for p in points if p.median_latency_ms is not None]
         y = [p.accuracy for p in points]
         latencies.extend(x)
-        axes.plot(x, y, linestyle="none", marker=_MARKERS[index % len(_MARKERS)], markersize=6,
-                  color=colors[s.label], label=s.label)
+        axes.plot(
+            x,
+            y,
+            linestyle="none",
+            marker=_MARKERS[index % len(_MARKERS)],
+            markersize=6,
+            color=colors[s.label],
+            label=s.label,
+        )
         for p in points:
-            axes.annotate(str(p.depth), (p.median_latency_ms, p.accuracy), textcoords="offset points",
-                          xytext=(3, 3), fontsize=6, color=colors[s.label])
+            axes.annotate(
+                str(p.depth),
+                (p.median_latency_ms, p.accuracy),
+                textcoords="offset points",
+                xytext=(3, 3),
+                fontsize=6,
+                color=colors[s.label],
+            )
     if latencies and min(latencies) > 0 and max(latencies) / min(latencies) > 20:
         axes.set_xscale("log")
     axes.set_xlabel("median latency per row (ms), batch 1")

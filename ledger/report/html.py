@@ -129,8 +129,11 @@ def write_report(
             '<p class="note">Final reading of each row: its evidence at loop = row depth (a recurrent arm at forced '
             "depth), or at loop 0 for an arm read once; cells with no single right answer (correct NULL) are left "
             "out. Error bars: Wilson 95% intervals. "
-            + (f"Shaded: training support, depth {support_depths[0]}-{support_depths[1]}. "
-               if support_depths else "No training support range was given, so nothing is shaded. ")
+            + (
+                f"Shaded: training support, depth {support_depths[0]}-{support_depths[1]}. "
+                if support_depths
+                else "No training support range was given, so nothing is shaded. "
+            )
             + f"Dashed: the {FRONTIER_BAR} frontier bar.</p>"
         )
         if not manifests:
@@ -139,15 +142,22 @@ def write_report(
             name = manifest.name
             file = f"figures/accuracy-{slug(name)}-{manifest.sha256[:8]}.png"
             plotted = [s for s in series if s.points]
-            body.append(f'<h3 id="accuracy-{esc(slug(name))}">Manifest <code>{esc(name)}</code> '
-                        f'<span class="note sha">{esc(manifest.sha256[:12])}, {manifest.n_rows} rows</span></h3>')
+            body.append(
+                f'<h3 id="accuracy-{esc(slug(name))}">Manifest <code>{esc(name)}</code> '
+                f'<span class="note sha">{esc(manifest.sha256[:12])}, {manifest.n_rows} rows</span></h3>'
+            )
             if not plotted:
                 body.append('<p class="note">No arm has a final reading on this manifest.</p>')
                 continue
             accuracy_figure(out_dir / file, name, plotted, support_depths, colors)
             arms = ", ".join(s.label for s in plotted)
-            body.append(img(file, f"per-depth accuracy on {name}",
-                             f"Per-depth final accuracy on <code>{esc(name)}</code>, one line per arm: {esc(arms)}."))
+            body.append(
+                img(
+                    file,
+                    f"per-depth accuracy on {name}",
+                    f"Per-depth final accuracy on <code>{esc(name)}</code>, one line per arm: {esc(arms)}.",
+                )
+            )
             body.append(accuracy_table(name, series))
         body.append("</section>")
 
@@ -167,13 +177,17 @@ def write_report(
                 if grid is None:
                     continue
                 any_heatmap = True
-                file = (f"figures/heatmap-{slug(manifest.name)}-{slug(s.arm)}-"
-                        f"{s.checkpoint_sha256[:8]}.png")
+                file = f"figures/heatmap-{slug(manifest.name)}-{slug(s.arm)}-{s.checkpoint_sha256[:8]}.png"
                 heatmap_figure(out_dir / file, manifest.name, grid)
                 body.append(f"<h3>Arm <code>{esc(s.label)}</code> on <code>{esc(manifest.name)}</code></h3>")
-                body.append(img(file, f"active-label heatmap of arm {s.label} on {manifest.name}",
-                                f"Active-label accuracy (%) of arm {esc(s.label)} by depth and loop on "
-                                f"<code>{esc(manifest.name)}</code>."))
+                body.append(
+                    img(
+                        file,
+                        f"active-label heatmap of arm {s.label} on {manifest.name}",
+                        f"Active-label accuracy (%) of arm {esc(s.label)} by depth and loop on "
+                        f"<code>{esc(manifest.name)}</code>.",
+                    )
+                )
                 body.append(heatmap_table(grid))
         if not any_heatmap:
             body.append('<p class="note">No recurrent arm (evidence at loop &ge; 1) on these manifests.</p>')
@@ -181,8 +195,10 @@ def write_report(
 
         # 3. accuracy vs latency
         body.append('<section id="latency"><h2>3. Accuracy vs latency per depth</h2>')
-        body.append('<p class="note">x: median latency_ms of the final readings of an arm at a depth (rows with a '
-                    "recorded latency only); y: final accuracy at that depth. Point labels: depth.</p>")
+        body.append(
+            '<p class="note">x: median latency_ms of the final readings of an arm at a depth (rows with a '
+            "recorded latency only); y: final accuracy at that depth. Point labels: depth.</p>"
+        )
         for manifest, series in per_manifest:
             name = manifest.name
             plotted = [s for s in series if s.points]
@@ -192,12 +208,19 @@ def write_report(
             if with_latency:
                 file = f"figures/latency-{slug(name)}-{manifest.sha256[:8]}.png"
                 latency_figure(out_dir / file, name, with_latency, colors)
-                body.append(img(file, f"accuracy vs latency on {name}",
-                                 f"Accuracy vs median latency per depth on <code>{esc(name)}</code>: "
-                                 f"{esc(', '.join(s.label for s in with_latency))}."))
+                body.append(
+                    img(
+                        file,
+                        f"accuracy vs latency on {name}",
+                        f"Accuracy vs median latency per depth on <code>{esc(name)}</code>: "
+                        f"{esc(', '.join(s.label for s in with_latency))}.",
+                    )
+                )
             if without:
-                body.append(f'<p class="note latency-skipped">No latency recorded (not plotted) for: '
-                            f"{esc(', '.join(without))}.</p>")
+                body.append(
+                    f'<p class="note latency-skipped">No latency recorded (not plotted) for: '
+                    f"{esc(', '.join(without))}.</p>"
+                )
         if not per_manifest:
             body.append('<p class="note">No manifest to plot.</p>')
         body.append("</section>")
@@ -206,17 +229,21 @@ def write_report(
     rows = claim_rows(store, shas, claim_prefix)
     evaluated = sum(1 for row in rows if row.outcome is not None)
     body.append('<section id="claims"><h2>4. Claims</h2>')
-    body.append(f'<p class="note">{len(rows)} claims registered for these protocols, {evaluated} evaluated. '
-                "Each shows its first recorded outcome (the smallest claim_outcomes id), the figures recorded "
-                "with it and its p-value.</p>")
+    body.append(
+        f'<p class="note">{len(rows)} claims registered for these protocols, {evaluated} evaluated. '
+        "Each shows its first recorded outcome (the smallest claim_outcomes id), the figures recorded "
+        "with it and its p-value.</p>"
+    )
     body.append(claims_html(rows))
     body.append("</section>")
 
     # 5. lineage
     body.append('<section id="lineage"><h2>5. Checkpoint lineage</h2>')
-    body.append('<p class="note">Checkpoints of these protocols\' runs and their ancestors, nested under their '
-                "parents, with status and the gate results recorded with them (value, comparison, threshold, "
-                "action).</p>")
+    body.append(
+        '<p class="note">Checkpoints of these protocols\' runs and their ancestors, nested under their '
+        "parents, with status and the gate results recorded with them (value, comparison, threshold, "
+        "action).</p>"
+    )
     body.append(lineage_html(lineage_nodes(store, shas)))
     body.append("</section>")
 
@@ -235,9 +262,12 @@ def write_report(
         "the head with <code>ledger head</code> / <code>ledger verify --since-head ROOT SIZE</code>.</p></header>"
     )
     document = (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>\n"
-        + header + "\n" + "\n".join(body) + "\n</body></html>\n"
+        + header
+        + "\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
     )
     path = out_dir / "report.html"
     path.write_text(document, encoding="utf-8")

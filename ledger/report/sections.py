@@ -96,17 +96,16 @@ def _figures_html(figures: dict) -> str:
 
 
 def img(src: str, alt: str, caption: str) -> str:
-    return (
-        f'<figure><img src="{esc(src)}" alt="{esc(alt)}">'
-        f"<figcaption>{caption}</figcaption></figure>"
-    )
+    return f'<figure><img src="{esc(src)}" alt="{esc(alt)}"><figcaption>{caption}</figcaption></figure>'
 
 
 def accuracy_table(manifest: str, series: list[ArmSeries]) -> str:
     depths = sorted({p.depth for s in series for p in s.points})
     head = "".join(f"<th>{d}</th>" for d in depths)
-    lines = [f'<table class="depth-accuracy" data-manifest="{esc(manifest)}"><tr><th>arm</th><th>checkpoint</th>'
-             f"<th>correct / n</th>{head}</tr>"]
+    lines = [
+        f'<table class="depth-accuracy" data-manifest="{esc(manifest)}"><tr><th>arm</th><th>checkpoint</th>'
+        f"<th>correct / n</th>{head}</tr>"
+    ]
     for s in series:
         if not s.points:
             continue
@@ -133,8 +132,10 @@ def accuracy_table(manifest: str, series: list[ArmSeries]) -> str:
 
 def heatmap_table(grid: HeatmapGrid) -> str:
     head = "".join(f"<th>t={loop}</th>" for loop in grid.loops)
-    lines = [f'<table class="heatmap" data-arm="{esc(grid.arm)}" data-checkpoint="{esc(grid.checkpoint_sha256)}">'
-             f"<tr><th>depth</th>{head}</tr>"]
+    lines = [
+        f'<table class="heatmap" data-arm="{esc(grid.arm)}" data-checkpoint="{esc(grid.checkpoint_sha256)}">'
+        f"<tr><th>depth</th>{head}</tr>"
+    ]
     for depth, values, counts in zip(grid.depths, grid.values, grid.counts):
         cells = []
         for loop, value, count in zip(grid.loops, values, counts):
@@ -142,8 +143,9 @@ def heatmap_table(grid: HeatmapGrid) -> str:
                 kind = "above-diagonal" if loop > depth else "unmeasured"
                 cells.append(f'<td class="blank" data-loop="{loop}" data-cell="{kind}"></td>')
             else:
-                cells.append(f'<td class="num" data-loop="{loop}" data-cell="active" title="n={count}">'
-                             f"{100 * value:.1f}</td>")
+                cells.append(
+                    f'<td class="num" data-loop="{loop}" data-cell="active" title="n={count}">{100 * value:.1f}</td>'
+                )
         lines.append(f'<tr data-depth="{depth}"><th>{depth}</th>{"".join(cells)}</tr>')
     lines.append("</table>")
     return "".join(lines)
@@ -179,8 +181,10 @@ def lineage_html(nodes: list[LineageNode]) -> str:
                 verdict = "passed" if gate.passed else "FAILED"
                 measured = ""
                 if gate.value is not None or gate.threshold is not None:
-                    measured = (f": {esc(gate.metric or 'value')} {esc(_fmt(gate.value))} "
-                                f"{esc(gate.comparison or 'vs')} {esc(_fmt(gate.threshold))}")
+                    measured = (
+                        f": {esc(gate.metric or 'value')} {esc(_fmt(gate.value))} "
+                        f"{esc(gate.comparison or 'vs')} {esc(_fmt(gate.threshold))}"
+                    )
                 items.append(
                     f'<li class="gate" data-gate="{esc(gate.gate)}">gate <b>{esc(gate.gate)}</b>{measured} — '
                     f'<span class="{"gate-pass" if gate.passed else "gate-fail"}">{verdict}</span> '
@@ -189,8 +193,10 @@ def lineage_html(nodes: list[LineageNode]) -> str:
             gates = f'<ul class="gates">{"".join(items)}</ul>'
         nested = "".join(render(child) for child in children.get(checkpoint.sha256, []))
         nested_html = f"<ul>{nested}</ul>" if nested else ""
-        return (f'<li class="checkpoint" data-sha="{esc(checkpoint.sha256)}" data-status="{esc(status)}">'
-                f'{" · ".join(bits)}{gates}{nested_html}</li>')
+        return (
+            f'<li class="checkpoint" data-sha="{esc(checkpoint.sha256)}" data-status="{esc(status)}">'
+            f"{' · '.join(bits)}{gates}{nested_html}</li>"
+        )
 
     roots = children.get(None, [])
     return f'<ul class="lineage">{"".join(render(node) for node in roots)}</ul>'
@@ -199,8 +205,10 @@ def lineage_html(nodes: list[LineageNode]) -> str:
 def claims_html(rows: list[ClaimRow]) -> str:
     if not rows:
         return '<p class="note">No claims are registered for these protocols.</p>'
-    lines = ['<table class="claims"><tr><th>claim</th><th>statement</th><th>statistic</th><th>first outcome</th>'
-             "<th>reason</th><th>figures</th><th>p-value</th></tr>"]
+    lines = [
+        '<table class="claims"><tr><th>claim</th><th>statement</th><th>statistic</th><th>first outcome</th>'
+        "<th>reason</th><th>figures</th><th>p-value</th></tr>"
+    ]
     for row in rows:
         outcome = row.outcome
         if outcome is None:

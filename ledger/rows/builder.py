@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from ledger.rows.contamination import check_contamination
 from ledger.rows.manifest import Manifest
-from ledger.spec.manifests import GENERATORS
-from ledger.spec.manifests import ManifestSpec
+from ledger.spec.manifests import GENERATORS, ManifestSpec
 from ledger.spec.protocol import Protocol
 
 

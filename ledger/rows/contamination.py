@@ -9,11 +9,11 @@ compared by their prompt text instead.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ledger.rows.manifest import Manifest, Row
 
-__all__ = ["ContaminationError", "contamination_key", "find_contamination", "check_contamination"]
+__all__ = ["ContaminationError", "check_contamination", "contamination_key", "find_contamination"]
 
 MAX_LISTED = 10
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -91,7 +92,7 @@ class Manifest(BaseModel):
         return path
 
     @classmethod
-    def read_jsonl(cls, path: str | Path, name: str | None = None) -> "Manifest":
+    def read_jsonl(cls, path: str | Path, name: str | None = None) -> Manifest:
         """Read rows written by ``write_jsonl`` (gzip allowed; CRLF or LF line ends)."""
         path = Path(path)
         rows = [Row.model_validate(record) for record in _read_json_lines(path)]

@@ -9,6 +9,7 @@ accepts but the code cannot execute fails here in seconds instead of an hour int
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +32,20 @@ def read_rows(runtime: Any, arm: Any, manifest: Any, rows: list) -> list:
     return runtime.evaluate(rows, arm.evaluation)
 
 
+def _base_correct(model: Any, tokenizer: Any, reader: Any, rows: list) -> dict[str, bool]:
+    """The base's own loop-1 reading of multiple-choice rows (a guardrail's reference)."""
+    from arms.runtime import base_choice_readings
+
+    return {r.row_id: bool(r.correct) for r in base_choice_readings(model, tokenizer, reader, rows)}
+
+
 def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None) -> list[str]:
     """One line per arm and stage that ran; raises whatever the code raises."""
-    from arms.runtime import base_choice_readings, build_runtime
+    from arms.runtime import build_runtime
     from ledger.judge.gates import GateInputs
     from ledger.reader.shared import Reader, row_symbols
     from ledger.rows.builder import build_manifests
-    from ledger.run.runner import load_protocol_base
+    from ledger.run.bases import load_protocol_base
 
     manifests = {name: list(manifest.rows) for name, manifest in build_manifests(protocol).items()}
     symbols = list(dict.fromkeys(symbol for rows in manifests.values() for row in rows for symbol in row_symbols(row)))
@@ -58,9 +66,7 @@ def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None) -> 
                 gate = next(gate for gate in protocol.gates if gate.id == gate_id)
                 rows = sample(manifests[gate.manifest])
                 readings = read_rows(runtime, arm, protocol.manifest(gate.manifest), rows)
-                base = lambda rows=rows: {  # noqa: E731 - the reference, read only if the gate asks
-                    r.row_id: bool(r.correct) for r in base_choice_readings(model, tokenizer, reader, rows)
-                }
+                base = functools.partial(_base_correct, model, tokenizer, reader, rows)  # read if the gate asks
                 GATE_KINDS.implementation(gate.kind)(gate, GateInputs(rows, readings, base))
             done.append(f"{arm.id} {stage.id}: {stage.objective}, one step")
             if progress is not None:

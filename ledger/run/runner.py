@@ -32,24 +32,17 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.canonical import canonical_json, sha256_file, sha256_hex
 from ledger.rows.manifest import Manifest
-from ledger.spec.bases import base_location
+from ledger.run.bases import RunRefused, check_bases_available, load_protocol_base
+from ledger.run.progress import Progress
+from ledger.spec.check import check_protocol_file
 from ledger.spec.gates import GATE_KINDS
 from ledger.spec.manifests import GENERATORS
 from ledger.spec.protocol import Protocol
-from ledger.spec.check import check_protocol_file
 
 if TYPE_CHECKING:
     from ledger.store.reads import RecordedCheckpoint
 
 log = logging.getLogger("ledger.run")
-
-
-class BaseUnavailable(Exception):
-    """A base's weights are not on this machine (exit 2, nothing written)."""
-
-
-class RunRefused(Exception):
-    """The ledger refuses the run (exit 3): already run, failed lineage, changed protocol."""
 
 
 @dataclass
@@ -78,60 +71,20 @@ class RunResult:
         return any(arm.status == "hard_stop" for arm in self.arms)
 
 
-# ----------------------------------------------------------------------------- bases
-
-
-def check_bases_available(protocol: Protocol, protocol_dir: Path, arm_ids: list[str]) -> None:
-    """Refuse before writing anything if a base the selected arms need is not on this machine."""
-    from arms.bases.loading import _how_to, _looks_like_path
-
-    needed = {protocol.arm(arm_id).base for arm_id in arm_ids}
-    for name in sorted(needed):
-        spec = protocol.bases[name]
-        source = base_location(spec, protocol_dir)
-        if source.startswith("builtin:"):
-            continue
-        if _looks_like_path(source) or Path(source).exists():
-            if not Path(source).exists():
-                raise BaseUnavailable(f"base {name!r}: local path {source} does not exist. {_how_to(spec.source)}")
-            continue
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            cached = try_to_load_from_cache(source, "config.json")
-        except Exception:  # an invalid repo id, an unreadable cache
-            cached = None
-        if not isinstance(cached, str):
-            raise BaseUnavailable(f"base {name!r}: {_how_to(spec.source)}")
-
-
-def load_protocol_base(spec, protocol_dir: Path):
-    """(model, tokenizer, weights files) for a base; checks the declared SHA-256."""
-    from arms.bases.loading import load_base
-    from arms.bases.builtin import tiny_random_base
-
-    source = base_location(spec, protocol_dir)
-    if source.startswith("builtin:"):
-        import torch
-
-        model, tokenizer = tiny_random_base(source, dtype=getattr(torch, spec.dtype))
-        return model, tokenizer, []
-    model, tokenizer = load_base(source, dtype=spec.dtype, gguf_file=spec.gguf_file)
-    path = Path(source)
-    files = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.gguf")) if path.is_dir() else [path]
-    if spec.sha256 is not None:
-        actual = sha256_file(files[0]) if len(files) == 1 else None
-        if actual != spec.sha256:
-            raise RunRefused(f"base {source}: weights hash to {actual}, the protocol declares {spec.sha256}")
-    return model, tokenizer, files
-
-
 # ----------------------------------------------------------------------------- the run
 
 
 class Runner:
-    def __init__(self, protocol_path: str | Path, *, db: str | None, out: str | Path | None, resume: bool,
-                 arms: list[str] | None, progress: bool = True):
+    def __init__(
+        self,
+        protocol_path: str | Path,
+        *,
+        db: str | None,
+        out: str | Path | None,
+        resume: bool,
+        arms: list[str] | None,
+        progress: bool = True,
+    ):
         self.protocol_path = Path(protocol_path)
         # complete validation before anything is written: the database is not even opened
         self.protocol = check_protocol_file(self.protocol_path).protocol
@@ -153,8 +106,8 @@ class Runner:
 
     def run(self) -> RunResult:
         check_bases_available(self.protocol, self.protocol_dir, self.arm_ids)
-        from ledger.rows.builder import build_manifests
         from ledger.audit.preregistration import register, registration_of
+        from ledger.rows.builder import build_manifests
         from ledger.store import default_db_url, open_store
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
@@ -182,8 +135,9 @@ class Runner:
             # claim must not be judged on, and the first judgement is the one the ledger keeps.
             result.claims_waiting_for = self._unfinished_arms()
             if result.claims_waiting_for:
-                log.info("claims not judged yet: arm(s) %s not finished in this ledger",
-                         ", ".join(result.claims_waiting_for))
+                log.info(
+                    "claims not judged yet: arm(s) %s not finished in this ledger", ", ".join(result.claims_waiting_for)
+                )
             else:
                 result.claims = self._claims()
             result.report = self._report()
@@ -229,8 +183,10 @@ class Runner:
     def _record_base(self, name: str, model, files: list[Path]) -> str:
         """The base's weights as the root checkpoint of every arm built on it."""
         if files:
-            sha = sha256_file(files[0]) if len(files) == 1 else sha256_hex(
-                canonical_json({f.name: sha256_file(f) for f in files})
+            sha = (
+                sha256_file(files[0])
+                if len(files) == 1
+                else sha256_hex(canonical_json({f.name: sha256_file(f) for f in files}))
             )
             path = str(files[0]) if len(files) == 1 else None
         else:  # a built-in base: write its seeded weights once, hash the bytes
@@ -245,8 +201,14 @@ class Runner:
                 tmp.replace(target)
             sha, path = sha256_file(target), str(target)
         if self.store.checkpoint(sha) is None:
-            self.store.add_checkpoint(sha256=sha, path=path, arm=f"base:{name}", status="promoted", stage="base",
-                                      meta={"source": self.protocol.bases[name].source})
+            self.store.add_checkpoint(
+                sha256=sha,
+                path=path,
+                arm=f"base:{name}",
+                status="promoted",
+                stage="base",
+                meta={"source": self.protocol.bases[name].source},
+            )
         return sha
 
     def _base_reference(self, base_name: str, manifest_id: str) -> str:
@@ -257,7 +219,9 @@ class Runner:
         arm = f"base:{base_name}"
         run_id = self._ensure_run(arm, kind="reference")
         if not self._has_evidence(run_id, manifest_id, base_sha):
-            readings = base_choice_readings(model, tokenizer, self.readers[base_name], list(self.manifests[manifest_id].rows))
+            readings = base_choice_readings(
+                model, tokenizer, self.readers[base_name], list(self.manifests[manifest_id].rows)
+            )
             self._write_evidence(run_id, arm, manifest_id, base_sha, readings)
         return arm
 
@@ -272,10 +236,17 @@ class Runner:
         run_id = self._run_id(arm)
         if self.store.get("runs", run_id=run_id) is None:
             self.store.add_run(
-                run_id=run_id, kind=kind, protocol_sha256=self.sha, arm=arm,
+                run_id=run_id,
+                kind=kind,
+                protocol_sha256=self.sha,
+                arm=arm,
                 config={"protocol": self.protocol.name, "out": str(self.out_dir)},
-                environment={"python": platform.python_version(), "torch": torch.__version__,
-                             "threads": torch.get_num_threads(), "platform": platform.platform()},
+                environment={
+                    "python": platform.python_version(),
+                    "torch": torch.__version__,
+                    "threads": torch.get_num_threads(),
+                    "platform": platform.platform(),
+                },
                 rng={"protocol_seed": self.protocol.seed, "derivation": "sha256 of (seed, arm, stage, step)"},
             )
         return run_id
@@ -287,9 +258,16 @@ class Runner:
         self.store.add_evidence(
             [
                 {
-                    "run_id": run_id, "manifest_sha256": self.manifest_sha[manifest_id], "row_id": r.row_id,
-                    "arm": arm, "checkpoint_sha256": checkpoint, "loop": r.loop, "prediction": r.prediction,
-                    "correct": r.correct, "score_margin": r.margin, "latency_ms": r.latency_ms,
+                    "run_id": run_id,
+                    "manifest_sha256": self.manifest_sha[manifest_id],
+                    "row_id": r.row_id,
+                    "arm": arm,
+                    "checkpoint_sha256": checkpoint,
+                    "loop": r.loop,
+                    "prediction": r.prediction,
+                    "correct": r.correct,
+                    "score_margin": r.margin,
+                    "latency_ms": r.latency_ms,
                     "tokens_generated": r.tokens_generated,
                     "detail": {"text": r.text} if r.text is not None else None,
                 }
@@ -339,6 +317,7 @@ class Runner:
                         f"arm {arm.id} stage {stage.id}: checkpoint {recorded.sha256[:12]} failed its gates "
                         f"({_failed_gates(self.store, recorded.sha256)}): its lineage cannot be continued"
                     )
+                assert recorded.path is not None  # a stage's checkpoint is always a file
                 runtime.load(Path(recorded.path))
                 self._write_gate_evidence(runtime, arm, stage, recorded.sha256, run_id)
                 parent = recorded.sha256
@@ -351,7 +330,9 @@ class Runner:
             parent = sha
             if any(not g["passed"] and g["action"] == "stop" for g in gates):
                 outcome.status = "hard_stop"
-                outcome.note = "; ".join(f"{g['gate']} failed ({g['detail']['summary']})" for g in gates if not g["passed"])
+                outcome.note = "; ".join(
+                    f"{g['gate']} failed ({g['detail']['summary']})" for g in gates if not g["passed"]
+                )
                 log.warning("arm %s: hard stop after stage %s: %s", arm.id, stage.id, outcome.note)
                 return outcome
         checkpoint = parent
@@ -403,12 +384,23 @@ class Runner:
         runtime.save(path, {"protocol": self.sha, "arm": arm.id, "stage": stage.id, "parent": parent})
         gates = self._stage_gates(runtime, arm, stage)
         if diverged:
-            gates.append({"gate": f"{stage.id}:finite_loss", "passed": False, "action": "stop", "metric": "loss",
-                          "detail": {"summary": diverged}})
+            gates.append(
+                {
+                    "gate": f"{stage.id}:finite_loss",
+                    "passed": False,
+                    "action": "stop",
+                    "metric": "loss",
+                    "detail": {"summary": diverged},
+                }
+            )
         failed = any(not g["passed"] and g["action"] == "stop" for g in gates)
         sha = self.store.add_checkpoint(
-            path=str(path), arm=arm.id, status="failed" if failed else self._status_ok, parent_sha256=parent,
-            run_id=run_id, stage=stage.id,
+            path=str(path),
+            arm=arm.id,
+            status="failed" if failed else self._status_ok,
+            parent_sha256=parent,
+            run_id=run_id,
+            stage=stage.id,
             gate_results=[{k: v for k, v in g.items() if k != "readings"} for g in gates],
             meta={"objective": stage.objective, "steps": stage.steps},
         )
@@ -460,7 +452,8 @@ class Runner:
 
         evidence = StoreEvidence(self.store, (self.sha,))
         finals = {o.arm: o.checkpoints[-1] for o in outcomes if o.status == "complete" and o.checkpoints}
-        for gate in self.protocol.gates:
+        gates: list[Any] = list(self.protocol.gates)  # the gates judged after the arms name two of them
+        for gate in gates:
             if GATE_KINDS[gate.kind].after != "arms" or gate.arm not in finals or gate.versus not in finals:
                 continue
             inputs = GateInputs(
@@ -471,8 +464,13 @@ class Runner:
             checkpoint = finals[gate.arm]
             if not any(recorded.gate == gate.id for recorded in self.store.gate_results([checkpoint])):
                 self.store.add_gate_result(
-                    checkpoint, gate.id, verdict["passed"], value=verdict.get("value"), metric=verdict.get("metric"),
-                    action=gate.action, detail=verdict["detail"],
+                    checkpoint,
+                    gate.id,
+                    verdict["passed"],
+                    value=verdict.get("value"),
+                    metric=verdict.get("metric"),
+                    action=gate.action,
+                    detail=verdict["detail"],
                 )
             for outcome in outcomes:
                 if outcome.arm == gate.arm:
@@ -482,10 +480,10 @@ class Runner:
 
     def _accuracy(self, run_id: str, manifest_id: str, checkpoint: str) -> tuple[tuple[int, int], tuple[int, int]]:
         final = self.store.final_readings(self.manifest_sha[manifest_id], run_id=run_id, checkpoint_sha256=checkpoint)
-        spec = self.protocol.manifest(manifest_id)
+        spec: Any = self.protocol.manifest(manifest_id)
         tail_from = spec.depths[1] - 3 if GENERATORS[spec.generator].reading == "by_loop" else None
         tail = [r for r in final if tail_from is not None and r.depth >= tail_from]
-        count = lambda subset: (sum(1 for r in subset if r.correct), len(subset))  # noqa: E731
+        count = lambda subset: (sum(1 for r in subset if r.correct), len(subset))
         return count(final), count(tail)
 
     def _unfinished_arms(self) -> list[str]:
@@ -494,7 +492,8 @@ class Runner:
         for arm in self.protocol.arms:
             run_id = self._run_id(arm.id)
             last = self._last_checkpoint(run_id)
-            if last is not None and self.store.checkpoint(last).status == "failed":
+            recorded = self.store.checkpoint(last) if last is not None else None
+            if recorded is not None and recorded.status == "failed":
                 continue  # a hard stop is finished: its claims are judged without it
             evaluated = all(
                 self.store.has_evidence(run_id, self.manifest_sha[manifest_id])
@@ -527,42 +526,7 @@ class Runner:
     # -- progress
 
     def _bar(self, label: str, total: int, show_loss: bool = False):
-        return _Progress(label, total, enabled=self.progress, show_loss=show_loss)
-
-
-class _Progress:
-    """A rich progress bar (steps/s, loss, ETA) that also writes to run.log."""
-
-    def __init__(self, label: str, total: int, *, enabled: bool, show_loss: bool):
-        self.label, self.total, self.enabled, self.show_loss = label, total, enabled, show_loss
-        self.done = 0
-
-    def __enter__(self):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
-        from rich.text import Text
-
-        class Speed(ProgressColumn):
-            def render(self, task):
-                return Text(f"{task.speed:.2f} it/s" if task.speed else "- it/s")
-
-        self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), Speed(),
-            TextColumn("{task.fields[loss]}"), TimeRemainingColumn(), disable=not self.enabled, transient=False,
-        )
-        self.progress.start()
-        self.task = self.progress.add_task(self.label, total=self.total, loss="")
-        return self.advance
-
-    def advance(self, n: int = 1, loss: float | None = None) -> None:
-        self.done += n
-        fields = {"loss": f"loss {loss:.4f}"} if loss is not None and self.show_loss else {}
-        self.progress.update(self.task, advance=n, **fields)
-        if loss is not None and (self.done % max(1, self.total // 10) == 0 or self.done == self.total):
-            log.info("%s step %d/%d loss %.5f", self.label, self.done, self.total, loss)
-
-    def __exit__(self, *exc):
-        self.progress.stop()
-        return False
+        return Progress(label, total, enabled=self.progress, show_loss=show_loss)
 
 
 def _failed_gates(store, sha: str) -> str:

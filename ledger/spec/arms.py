@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from ledger.registry import Kind, Registry, check_union
-from ledger.spec.common import LateOptions as _LateOptions, StrictModel, located as _located
+from ledger.spec.common import LateOptions as _LateOptions
+from ledger.spec.common import StrictModel
+from ledger.spec.common import located as _located
 
 # The linear projections of a Llama-family decoder layer that LoRA may target.
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
 
 
 # ----------------------------------------------------------------------------- the kinds
@@ -83,7 +83,7 @@ class Surgery(StrictModel):
     )
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "Surgery":
+    def _exactly_one(self) -> Surgery:
         if (self.split is None) == (self.tuple_ is None):
             raise _located("surgery needs exactly one of 'split: [a, b]' or 'tuple: [p, r, c]'", [])
         if self.split is not None:
@@ -135,11 +135,24 @@ class ConcatBridge(StrictModel):
         return {"bridge": self.kind, "adapter_init": self.init, "s0": self.initial_state, "s0_sigma": self.sigma}
 
 
-BRIDGES.add(BridgeKind("split", SplitBridge, "arms.model.bridges:SplitBridge", "P_p p + P_h LN(h): the paper's design S",
-                        groups=("bridge_p", "bridge_h", "bridge_rest")))
 BRIDGES.add(
-    BridgeKind("concat", ConcatBridge, "arms.model.bridges:ConcatAdapter", "W [s; e]: McLeish et al.'s design M", design="M",
-               groups=("bridge",))
+    BridgeKind(
+        "split",
+        SplitBridge,
+        "arms.model.bridges:SplitBridge",
+        "P_p p + P_h LN(h): the paper's design S",
+        groups=("bridge_p", "bridge_h", "bridge_rest"),
+    )
+)
+BRIDGES.add(
+    BridgeKind(
+        "concat",
+        ConcatBridge,
+        "arms.model.bridges:ConcatAdapter",
+        "W [s; e]: McLeish et al.'s design M",
+        design="M",
+        groups=("bridge",),
+    )
 )
 Bridge = Annotated[SplitBridge | ConcatBridge, Field(discriminator="kind")]
 check_union(BRIDGES, Bridge)
@@ -158,14 +171,27 @@ class AdapterBudget(StrictModel):
 
 
 BUDGETS.add(
-    BudgetKind("full_block", FullBlockBudget, "arms.model.budgets:full_block_budget", "the block + bridge train",
-               bridges=("split", "concat"), groups=("block",),
-               counter="arms.model.accounting:count_full_block")
+    BudgetKind(
+        "full_block",
+        FullBlockBudget,
+        "arms.model.budgets:full_block_budget",
+        "the block + bridge train",
+        bridges=("split", "concat"),
+        groups=("block",),
+        counter="arms.model.accounting:count_full_block",
+    )
 )
 BUDGETS.add(
-    BudgetKind("adapter", AdapterBudget, "arms.model.budgets:adapter_budget",
-               "one LoRA set on the block, off at loop 1 (design S only)", bridges=("split",), groups=("lora",),
-               trains_loop1=False, counter="arms.model.accounting:count_adapter")
+    BudgetKind(
+        "adapter",
+        AdapterBudget,
+        "arms.model.budgets:adapter_budget",
+        "one LoRA set on the block, off at loop 1 (design S only)",
+        bridges=("split",),
+        groups=("lora",),
+        trains_loop1=False,
+        counter="arms.model.accounting:count_adapter",
+    )
 )
 Budget = Annotated[FullBlockBudget | AdapterBudget, Field(discriminator="kind")]
 check_union(BUDGETS, Budget)
@@ -219,11 +245,13 @@ class PoissonLognormalRecurrence(StrictModel):
 
 
 RECURRENCES.add(
-    RecurrenceKind("forced", ForcedRecurrence, "arms.train.objectives:ForcedRecurrence", "loops = the row's depth")
+    RecurrenceKind("forced", ForcedRecurrence, "arms.train.recurrence:ForcedRecurrence", "loops = the row's depth")
 )
 RECURRENCES.add(
     RecurrenceKind(
-        "poisson_lognormal", PoissonLognormalRecurrence, "arms.train.objectives:PoissonLognormalSampler",
+        "poisson_lognormal",
+        PoissonLognormalRecurrence,
+        "arms.train.recurrence:PoissonLognormalSampler",
         "design M's sampled recurrence (mean, sigma, truncated backprop, curriculum)",
         not_runnable="`ledger run` trains at forced depth only; sampled recurrence is not wired into its stages yet",
     )
@@ -232,15 +260,36 @@ Recurrence = Annotated[ForcedRecurrence | PoissonLognormalRecurrence, Field(disc
 check_union(RECURRENCES, Recurrence)
 
 for _objective in (
-    ObjectiveKind("intermediate", type(None), "arms.train.recurrent:intermediate_objective",
-                  "CE at every loop t <= depth against the t-th hop"),
+    ObjectiveKind(
+        "intermediate",
+        type(None),
+        "arms.train.recurrent:intermediate_objective",
+        "CE at every loop t <= depth against the t-th hop",
+    ),
     ObjectiveKind("outcome", type(None), "arms.train.recurrent:outcome_objective", "CE at loop = depth on the answer"),
-    ObjectiveKind("anneal", type(None), "arms.train.recurrent:anneal_objective",
-                  "intermediate -> outcome over anneal_fraction of the steps", reads=("anneal_fraction",)),
-    ObjectiveKind("sft_direct", type(None), "arms.dense.sft_data:build_sft_examples", "SFT on the answer alone",
-                  arm_kind="dense", target_format="direct"),
-    ObjectiveKind("sft_scratchpad", type(None), "arms.dense.sft_data:build_sft_examples",
-                  "SFT on every hop, then the answer", arm_kind="dense", target_format="scratchpad"),
+    ObjectiveKind(
+        "anneal",
+        type(None),
+        "arms.train.recurrent:anneal_objective",
+        "intermediate -> outcome over anneal_fraction of the steps",
+        reads=("anneal_fraction",),
+    ),
+    ObjectiveKind(
+        "sft_direct",
+        type(None),
+        "arms.dense.sft_data:build_sft_examples",
+        "SFT on the answer alone",
+        arm_kind="dense",
+        target_format="direct",
+    ),
+    ObjectiveKind(
+        "sft_scratchpad",
+        type(None),
+        "arms.dense.sft_data:build_sft_examples",
+        "SFT on every hop, then the answer",
+        arm_kind="dense",
+        target_format="scratchpad",
+    ),
 ):
     OBJECTIVES.add(_objective)
 
@@ -299,7 +348,7 @@ class RecurrentArm(_ArmCommon):
     budget: Budget
 
     @model_validator(mode="after")
-    def _objectives(self) -> "RecurrentArm":
+    def _objectives(self) -> RecurrentArm:
         _check_stage_objectives(self.stages, self.kind)
         return self
 
@@ -308,7 +357,7 @@ class DenseArm(_ArmCommon):
     kind: Literal["dense"]
 
     @model_validator(mode="after")
-    def _objectives(self) -> "DenseArm":
+    def _objectives(self) -> DenseArm:
         _check_stage_objectives(self.stages, self.kind)
         if self.evaluation.loops != "forced":
             raise _located("dense arms are evaluated once per row: loops must be 'forced'", ["evaluation", "loops"])
@@ -330,14 +379,25 @@ def _check_stage_objectives(stages: list[Stage], kind: str) -> None:
 
 
 ARM_KINDS.add(
-    ArmKind("recurrent", RecurrentArm, "arms.runtime:RecurrentRuntime", "a retrofitted recurrent block, read at every loop",
-            stage_options=("recurrence",), evaluation_options=("loops",))
+    ArmKind(
+        "recurrent",
+        RecurrentArm,
+        "arms.runtime:RecurrentRuntime",
+        "a retrofitted recurrent block, read at every loop",
+        stage_options=("recurrence",),
+        evaluation_options=("loops",),
+    )
 )
 ARM_KINDS.add(
-    ArmKind("dense", DenseArm, "arms.runtime:DenseRuntime", "a dense model fine-tuned by SFT, read once per row",
-            every_loop=False, groups=("matrices", "vectors"), evaluation_options=("max_new_tokens",))
+    ArmKind(
+        "dense",
+        DenseArm,
+        "arms.runtime:DenseRuntime",
+        "a dense model fine-tuned by SFT, read once per row",
+        every_loop=False,
+        groups=("matrices", "vectors"),
+        evaluation_options=("max_new_tokens",),
+    )
 )
 Arm = Annotated[RecurrentArm | DenseArm, Field(discriminator="kind")]
 check_union(ARM_KINDS, Arm)
-
-

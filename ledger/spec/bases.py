@@ -11,6 +11,7 @@ from pydantic import Field
 
 from ledger.spec.common import StrictModel
 
+
 class BaseModelSpec(StrictModel):
     """A pretrained base: a Hugging Face id or a local path, loaded offline."""
 
@@ -30,8 +31,6 @@ def base_location(spec: BaseModelSpec, protocol_dir: Path) -> str:
     if source.startswith(("./", "../")):
         return str((protocol_dir / source).resolve())
     return source
-
-
 
 
 def parse_builtin(source: str) -> dict[str, int]:

@@ -79,8 +79,13 @@ def runnable_problems(protocol: Protocol, protocol_dir: Path) -> list[Problem]:
             _stage(protocol, arm, kind, stage, (*at, "stages", s), problems)
         formats = {OBJECTIVES[stage.objective].target_format for stage in arm.stages}
         if len(formats) > 1:
-            problems.append(((*at, "stages"), f"arm {arm.id} mixes SFT formats {sorted(map(str, formats))}: it is "
-                             "read in one format, so every stage must train that one"))
+            problems.append(
+                (
+                    (*at, "stages"),
+                    f"arm {arm.id} mixes SFT formats {sorted(map(str, formats))}: it is "
+                    "read in one format, so every stage must train that one",
+                )
+            )
         unread = (arm.evaluation.model_fields_set - EVALUATION_COMMON) - set(kind.evaluation_options)
         problems += [((*at, "evaluation", name), f"{arm.kind} arms do not read evaluation.{name}") for name in unread]
     _gates(protocol, problems)
@@ -96,8 +101,12 @@ def _bases(protocol: Protocol, protocol_dir: Path, problems: list[Problem]) -> d
             problems.append((("bases", name, "source"), f"cannot read the base's shape: {exc}"))
             actual = None
         if actual is not None and spec.num_layers is not None and actual != spec.num_layers:
-            problems.append((("bases", name, "num_layers"),
-                             f"says {spec.num_layers} layers but the base at {spec.source} has {actual}"))
+            problems.append(
+                (
+                    ("bases", name, "num_layers"),
+                    f"says {spec.num_layers} layers but the base at {spec.source} has {actual}",
+                )
+            )
         layers[name] = actual if actual is not None else spec.num_layers
     return layers
 
@@ -112,11 +121,21 @@ def _recurrent_pieces(arm: Any, at: tuple[Any, ...], layers: int | None, problem
     _runnable(bridge, (*at, "bridge", "kind"), problems)
     _runnable(budget, (*at, "budget", "kind"), problems)
     if bridge.name not in budget.bridges:
-        problems.append(((*at, "budget", "kind"), f"the {budget.name} budget is defined for bridge(s) "
-                         f"{', '.join(budget.bridges)} only, not {bridge.name!r}"))
+        problems.append(
+            (
+                (*at, "budget", "kind"),
+                f"the {budget.name} budget is defined for bridge(s) "
+                f"{', '.join(budget.bridges)} only, not {bridge.name!r}",
+            )
+        )
     if layers is not None and arm.surgery.layers_needed() > layers:
-        problems.append(((*at, "surgery"), f"surgery needs at least {arm.surgery.layers_needed()} decoder layers "
-                         f"but base {arm.base!r} has {layers}"))
+        problems.append(
+            (
+                (*at, "surgery"),
+                f"surgery needs at least {arm.surgery.layers_needed()} decoder layers "
+                f"but base {arm.base!r} has {layers}",
+            )
+        )
 
 
 def _continuation(protocol: Protocol, arm: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
@@ -128,8 +147,13 @@ def _continuation(protocol: Protocol, arm: Any, at: tuple[Any, ...], problems: l
     if same and ARM_KINDS[arm.kind].every_loop:
         same = (source.surgery, source.bridge, source.budget) == (arm.surgery, arm.bridge, arm.budget)
     if not same:
-        problems.append(((*at, "init_from"), f"arm {arm.id} continues from arm {source.id}, whose trainable tensors "
-                         "differ (continuing needs the same kind, base, surgery, bridge and budget)"))
+        problems.append(
+            (
+                (*at, "init_from"),
+                f"arm {arm.id} continues from arm {source.id}, whose trainable tensors "
+                "differ (continuing needs the same kind, base, surgery, bridge and budget)",
+            )
+        )
 
 
 def _stage(protocol: Protocol, arm: Any, kind: Any, stage: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
@@ -143,21 +167,32 @@ def _stage(protocol: Protocol, arm: Any, kind: Any, stage: Any, at: tuple[Any, .
     if kind.every_loop and not BUDGETS[arm.budget.kind].trains_loop1:
         manifest: Any = protocol.manifest(stage.manifest)
         if GENERATORS[manifest.generator].reading != "by_loop" or manifest.depths[1] < 2:
-            problems.append(((*at, "manifest"), f"the {arm.budget.kind} budget trains nothing at loop 1: its stage "
-                             f"needs rows of depth 2 or more (manifest {stage.manifest!r} has none)"))
+            problems.append(
+                (
+                    (*at, "manifest"),
+                    f"the {arm.budget.kind} budget trains nothing at loop 1: its stage "
+                    f"needs rows of depth 2 or more (manifest {stage.manifest!r} has none)",
+                )
+            )
     if stage.anneal_fraction is not None and "anneal_fraction" not in objective.reads:
         problems.append(((*at, "anneal_fraction"), f"objective {stage.objective!r} does not read anneal_fraction"))
     groups = _groups(arm)
     for name in stage.optimizer.group_lrs:
         if name not in groups:
-            problems.append(((*at, "optimizer", "group_lrs", name),
-                             f"arm {arm.id} trains no group {name!r} (its groups: {', '.join(groups)})"))
+            problems.append(
+                (
+                    (*at, "optimizer", "group_lrs", name),
+                    f"arm {arm.id} trains no group {name!r} (its groups: {', '.join(groups)})",
+                )
+            )
     for g, gate_id in enumerate(stage.gates):
         gate = next(gate for gate in protocol.gates if gate.id == gate_id)
         gate_kind = GATE_KINDS[gate.kind]
         where = (*at, "gates", g)
         if gate_kind.after != "stage":
-            problems.append((where, f"gate {gate_id!r} ({gate.kind}) is judged after its arms finish, not after a stage"))
+            problems.append(
+                (where, f"gate {gate_id!r} ({gate.kind}) is judged after its arms finish, not after a stage")
+            )
         elif gate_kind.arm_kinds and arm.kind not in gate_kind.arm_kinds:
             problems.append((where, f"a {gate.kind} gate judges {', '.join(gate_kind.arm_kinds)} arms, not {arm.kind}"))
 
@@ -174,8 +209,13 @@ def _gates(protocol: Protocol, problems: list[Problem]) -> None:
         kind = GATE_KINDS[gate.kind]
         generator = protocol.manifest(gate.manifest).generator
         if kind.generators and generator not in kind.generators:
-            problems.append((("gates", g, "manifest"), f"a {gate.kind} gate reads {', '.join(kind.generators)} rows, "
-                             f"not {generator} (manifest {gate.manifest!r})"))
+            problems.append(
+                (
+                    ("gates", g, "manifest"),
+                    f"a {gate.kind} gate reads {', '.join(kind.generators)} rows, "
+                    f"not {generator} (manifest {gate.manifest!r})",
+                )
+            )
         if kind.after == "stage" and gate.id not in staged:
             problems.append((("gates", g), f"gate {gate.id!r} follows no stage: nothing would evaluate it"))
         if kind.after == "arms":
@@ -195,8 +235,12 @@ def evidence_loops(protocol: Protocol, arm_id: str, manifest_id: str) -> tuple[s
     choice = GENERATORS[manifest.generator].reading == "choice"
     if arm_id.startswith("base:"):  # the base is read on the manifests of its arms' guardrails
         name = arm_id.removeprefix("base:")
-        guarded = {gate.manifest for gate in protocol.gates if GATE_KINDS[gate.kind].reads_base
-                   and any(gate.id in stage.gates for arm in protocol.arms if arm.base == name for stage in arm.stages)}
+        guarded = {
+            gate.manifest
+            for gate in protocol.gates
+            if GATE_KINDS[gate.kind].reads_base
+            and any(gate.id in stage.gates for arm in protocol.arms if arm.base == name for stage in arm.stages)
+        }
         return ({1}, True) if manifest_id in guarded else None
     arm = protocol.arm(arm_id)
     gated = {gate.manifest for stage in arm.stages for gate in protocol.gates if gate.id in stage.gates}
@@ -223,8 +267,12 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
         if claim.rows.depths is not None and not by_loop:
             problems.append(((*at, "rows", "depths"), f"manifest {claim.manifest!r} has no depths to filter"))
         if kind.reads == "per_depth" and not by_loop:
-            problems.append(((*at, "manifest"), f"a {claim.statistic} claim needs rows with depths; "
-                             f"{claim.manifest!r} is {manifest.generator}"))
+            problems.append(
+                (
+                    (*at, "manifest"),
+                    f"a {claim.statistic} claim needs rows with depths; {claim.manifest!r} is {manifest.generator}",
+                )
+            )
         if kind.reads == "gate":
             judged = any(claim.gate in stage.gates for stage in protocol.arm(claim.arm).stages) or any(
                 gate.id == claim.gate and getattr(gate, "arm", None) == claim.arm for gate in protocol.gates
@@ -240,8 +288,13 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
             elif loop is None and not found[1]:
                 problems.append((at, f"arm {arm_id!r} is not read at every row's final loop on {claim.manifest!r}"))
             elif loop is not None and loop not in found[0]:
-                problems.append(((*at, "loop"), f"arm {arm_id!r} is never read at loop {loop} on {claim.manifest!r} "
-                                 f"(read at {sorted(found[0])})"))
+                problems.append(
+                    (
+                        (*at, "loop"),
+                        f"arm {arm_id!r} is never read at loop {loop} on {claim.manifest!r} "
+                        f"(read at {sorted(found[0])})",
+                    )
+                )
     return problems
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from ledger.registry import Kind, Registry, check_union
-from ledger.spec.common import DepthRange, StrictModel, located as _located
+from ledger.spec.common import DepthRange, StrictModel
+from ledger.spec.common import located as _located
 from ledger.spec.loader import ProtocolIssue, load_model_file
 from ledger.spec.protocol import Protocol
 
@@ -37,7 +38,7 @@ class RowFilter(StrictModel):
     depths: DepthRange | None = None
 
     @model_validator(mode="after")
-    def _ordered(self) -> "RowFilter":
+    def _ordered(self) -> RowFilter:
         if self.depths is not None and self.depths[0] > self.depths[1]:
             raise _located(f"depth range is inverted: {list(self.depths)}", ["depths"])
         return self
@@ -107,20 +108,30 @@ class GateClaim(_ClaimCommon):
 
 
 for _statistic in (
-    StatisticKind("paired_exact", PairedExactClaim, "ledger.judge.claims:paired_exact",
-                  "exact McNemar on the discordant pairs"),
+    StatisticKind(
+        "paired_exact", PairedExactClaim, "ledger.judge.claims:paired_exact", "exact McNemar on the discordant pairs"
+    ),
     StatisticKind("accuracy", AccuracyClaim, "ledger.judge.claims:accuracy", "one arm's accuracy against a threshold"),
-    StatisticKind("noninferiority", NonInferiorityClaim, "ledger.judge.claims:noninferiority",
-                  "Tango's paired non-inferiority with a margin"),
-    StatisticKind("frontier_ratio", FrontierClaim, "ledger.judge.claims:frontier_ratio",
-                  "frontier depth / training support", reads="per_depth"),
+    StatisticKind(
+        "noninferiority",
+        NonInferiorityClaim,
+        "ledger.judge.claims:noninferiority",
+        "Tango's paired non-inferiority with a margin",
+    ),
+    StatisticKind(
+        "frontier_ratio",
+        FrontierClaim,
+        "ledger.judge.claims:frontier_ratio",
+        "frontier depth / training support",
+        reads="per_depth",
+    ),
     StatisticKind("gate", GateClaim, "ledger.judge.claims:gate", "a recorded gate result", reads="gate"),
 ):
     STATISTICS.add(_statistic)
 Claim = Annotated[
-        PairedExactClaim | AccuracyClaim | NonInferiorityClaim | FrontierClaim | GateClaim,
-        Field(discriminator="statistic"),
-    ]
+    PairedExactClaim | AccuracyClaim | NonInferiorityClaim | FrontierClaim | GateClaim,
+    Field(discriminator="statistic"),
+]
 check_union(STATISTICS, Claim)
 
 
@@ -136,7 +147,7 @@ class ClaimFile(StrictModel):
     claims: list[Claim] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _unique(self) -> "ClaimFile":
+    def _unique(self) -> ClaimFile:
         seen: set[str] = set()
         for index, claim in enumerate(self.claims):
             if claim.id in seen:
@@ -154,7 +165,9 @@ def check_claims_against(claims: ClaimFile, protocol: Protocol, file: str) -> li
     """References from claims into the protocol (arms, manifests, gates) that do not resolve."""
     issues: list[ProtocolIssue] = []
     if claims.protocol != protocol.name:
-        issues.append(ProtocolIssue(file, None, "protocol", f"claims are for {claims.protocol!r}, not {protocol.name!r}"))
+        issues.append(
+            ProtocolIssue(file, None, "protocol", f"claims are for {claims.protocol!r}, not {protocol.name!r}")
+        )
     arms = {arm.id for arm in protocol.arms}
     manifests = {spec.id for spec in protocol.manifests}
     gates = {gate.id for gate in protocol.gates}

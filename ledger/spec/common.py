@@ -10,6 +10,7 @@ from pydantic_core import PydanticCustomError
 
 SCHEMA_VERSION: Literal[1] = 1
 
+
 class StrictModel(BaseModel):
     """Base of every protocol model: unknown keys are errors that suggest the closest key."""
 
@@ -44,7 +45,6 @@ DepthRange = Annotated[
 ]
 
 
-
 _located = located  # the name the spec modules used before the split
 
 
@@ -65,5 +65,3 @@ class LateOptions(StrictModel):
                 if getattr(self, name) == type(self).model_fields[name].default:
                     data.pop(name, None)
         return data
-
-

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -75,23 +75,42 @@ class DepthGate(_GateCommon):
 
 
 GATE_KINDS.add(
-    GateKind("installation", InstallationGate, "ledger.judge.gates:judge_installation",
-             "active-label accuracy on shallow depths", generators=("rule_chasing",), arm_kinds=("recurrent",))
+    GateKind(
+        "installation",
+        InstallationGate,
+        "ledger.judge.gates:judge_installation",
+        "active-label accuracy on shallow depths",
+        generators=("rule_chasing",),
+        arm_kinds=("recurrent",),
+    )
 )
 GATE_KINDS.add(
-    GateKind("guardrail", GuardrailGate, "ledger.judge.gates:judge_guardrail",
-             "loop-1 accuracy on multiple-choice rows against the base", generators=("arithmetic",),
-             reads_base=True)
+    GateKind(
+        "guardrail",
+        GuardrailGate,
+        "ledger.judge.gates:judge_guardrail",
+        "loop-1 accuracy on multiple-choice rows against the base",
+        generators=("arithmetic",),
+        reads_base=True,
+    )
 )
 GATE_KINDS.add(
-    GateKind("retention_floor", RetentionFloorGate, "ledger.judge.gates:judge_retention_floor",
-             "final-reading accuracy at or above a floor")
+    GateKind(
+        "retention_floor",
+        RetentionFloorGate,
+        "ledger.judge.gates:judge_retention_floor",
+        "final-reading accuracy at or above a floor",
+    )
 )
 GATE_KINDS.add(
-    GateKind("depth_gate", DepthGate, "ledger.judge.gates:judge_depth_gate", "per-depth A > B on k consecutive depths",
-             after="arms", generators=("rule_chasing",))
+    GateKind(
+        "depth_gate",
+        DepthGate,
+        "ledger.judge.gates:judge_depth_gate",
+        "per-depth A > B on k consecutive depths",
+        after="arms",
+        generators=("rule_chasing",),
+    )
 )
 Gate = Annotated[InstallationGate | GuardrailGate | RetentionFloorGate | DepthGate, Field(discriminator="kind")]
 check_union(GATE_KINDS, Gate)
-
-

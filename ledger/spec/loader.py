@@ -120,7 +120,9 @@ def load_model_file(path: str | Path, model: type[BaseModel], what: str) -> Any:
     except IsADirectoryError:
         raise ProtocolError([ProtocolIssue(file, None, "", f"is a directory, not a {what} file")]) from None
     except UnicodeDecodeError as exc:
-        raise ProtocolError([ProtocolIssue(file, None, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]) from None
+        raise ProtocolError(
+            [ProtocolIssue(file, None, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
+        ) from None
     except OSError as exc:
         raise ProtocolError([ProtocolIssue(file, None, "", f"cannot read: {exc.strerror}")]) from None
     return parse_model_text(text, file, model, what)

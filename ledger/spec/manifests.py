@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from ledger.registry import Kind, Registry, check_union
-from ledger.spec.common import DepthRange, StrictModel, located as _located
+from ledger.spec.common import DepthRange, StrictModel
+from ledger.spec.common import located as _located
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ GENERATORS: Registry[GeneratorKind] = Registry("task generator")
 # protocol fails at `ledger check`, not an hour into a run. The symbols themselves
 # live in ledger.rows.tasks.alphabets (the generator owns them).
 ALPHABET_SIZES = {"N16": 16, "N24": 24, "names": 24}
+
 
 class _ManifestCommon(StrictModel):
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
@@ -45,7 +47,7 @@ class RuleChasingManifest(_ManifestCommon):
     distractors: bool = Field(default=True, description="Map every off-orbit symbol to a random symbol.")
 
     @model_validator(mode="after")
-    def _depths_fit_alphabet(self) -> "RuleChasingManifest":
+    def _depths_fit_alphabet(self) -> RuleChasingManifest:
         low, high = self.depths
         if low < 1:
             raise _located(f"depths must start at 1 or more, got {low}", ["depths", 0])
@@ -66,8 +68,13 @@ class RuleChasingManifest(_ManifestCommon):
     def generator_params(self) -> dict[str, Any]:
         """The generator's keyword arguments (alphabet names resolve to symbols in the rows stage)."""
         return {
-            "surface": self.surface, "symbols": self.alphabet, "depth_range": tuple(self.depths),
-            "rows_per_depth": self.rows_per_depth, "seed": self.seed, "split": self.split, "version": self.version,
+            "surface": self.surface,
+            "symbols": self.alphabet,
+            "depth_range": tuple(self.depths),
+            "rows_per_depth": self.rows_per_depth,
+            "seed": self.seed,
+            "split": self.split,
+            "version": self.version,
             "distractors": self.distractors,
         }
 
@@ -85,14 +92,21 @@ class ArithmeticManifest(_ManifestCommon):
 
 
 GENERATORS.add(
-    GeneratorKind("rule_chasing", RuleChasingManifest, "ledger.rows.tasks.rule_chasing:generate_rule_chasing",
-                  "k-hop lookups in a permutation table (symbolic, relay, pointer surfaces)")
+    GeneratorKind(
+        "rule_chasing",
+        RuleChasingManifest,
+        "ledger.rows.tasks.rule_chasing:generate_rule_chasing",
+        "k-hop lookups in a permutation table (symbolic, relay, pointer surfaces)",
+    )
 )
 GENERATORS.add(
-    GeneratorKind("arithmetic", ArithmeticManifest, "ledger.rows.tasks.arithmetic:generate_arithmetic",
-                  "the Tier-1 four-way multiple-choice guardrail", reading="choice")
+    GeneratorKind(
+        "arithmetic",
+        ArithmeticManifest,
+        "ledger.rows.tasks.arithmetic:generate_arithmetic",
+        "the Tier-1 four-way multiple-choice guardrail",
+        reading="choice",
+    )
 )
 ManifestSpec = Annotated[RuleChasingManifest | ArithmeticManifest, Field(discriminator="generator")]
 check_union(GENERATORS, ManifestSpec)
-
-

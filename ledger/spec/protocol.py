@@ -24,6 +24,7 @@ from ledger.spec.common import SCHEMA_VERSION, StrictModel
 from ledger.spec.gates import DepthGate, Gate, InstallationGate, RetentionFloorGate
 from ledger.spec.manifests import ArithmeticManifest, ManifestSpec, RuleChasingManifest
 
+
 class Hypothesis(StrictModel):
     id: str
     statement: str
@@ -54,7 +55,7 @@ class Protocol(StrictModel):
     claims: list[str] = Field(default_factory=list, description="Claim files, relative to the protocol file.")
 
     @model_validator(mode="after")
-    def _references_resolve(self) -> "Protocol":
+    def _references_resolve(self) -> Protocol:
         problems: list[tuple[str, list[str | int]]] = []
         manifests = _unique_ids(self.manifests, "manifests", problems)
         arms = _unique_ids(self.arms, "arms", problems)
@@ -99,7 +100,10 @@ class Protocol(StrictModel):
                 need("manifest", manifest_id, manifests, ["arms", a, "evaluation", "manifests", m])
                 if manifest_id in manifests and manifests[manifest_id].role == "train":
                     problems.append(
-                        (f"arm evaluates on training manifest {manifest_id!r}", ["arms", a, "evaluation", "manifests", m])
+                        (
+                            f"arm evaluates on training manifest {manifest_id!r}",
+                            ["arms", a, "evaluation", "manifests", m],
+                        )
                     )
         if self.purpose == "exploratory":
             for m, spec in enumerate(self.manifests):

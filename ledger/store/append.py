@@ -17,8 +17,9 @@ The Merkle head is read here too: it is the log this path writes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection
@@ -71,9 +72,7 @@ class AppendLog(StoreBase):
         if not kind or not isinstance(kind, str) or len(kind) > 64:
             raise ValueError("kind must be a non-empty string of at most 64 characters")
         ts = utc_now()
-        last = conn.execute(
-            text("SELECT seq, entry_hash FROM chain_entries ORDER BY seq DESC LIMIT 1")
-        ).first()
+        last = conn.execute(text("SELECT seq, entry_hash FROM chain_entries ORDER BY seq DESC LIMIT 1")).first()
         seq = int(last[0]) + 1 if last else 1
         prev = str(last[1]) if last else GENESIS_HASH
 
@@ -85,9 +84,7 @@ class AppendLog(StoreBase):
             next_id = int(conn.execute(select(func.coalesce(func.max(t.c.id), 0))).scalar_one()) + 1
             built = []
             for offset, values in enumerate(rows):
-                built.append(
-                    build_record(table_name, values, row_id=next_id + offset, ts=ts, nan_as_null=nan_as_null)
-                )
+                built.append(build_record(table_name, values, row_id=next_id + offset, ts=ts, nan_as_null=nan_as_null))
             chained[table_name] = built
 
         body = {

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator, TypeVar
+from typing import TypeVar
 
 from sqlalchemy import Select, select
 from sqlalchemy.engine import Connection, Engine
@@ -48,9 +49,8 @@ class StoreBase:
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
-            with conn.begin():
-                yield conn
+        with self.engine.connect() as conn, conn.begin():
+            yield conn
 
     def _records(self, stmt: Select, record: type[R]) -> list[R]:
         """The rows of a Core select as typed records (the select's labels are the record's fields)."""

@@ -7,7 +7,8 @@ a new id); outcomes only accumulate, and the first one recorded is the claim's f
 from __future__ import annotations
 
 import uuid
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.store.append import AppendLog
@@ -90,9 +91,7 @@ class ClaimWrites(AppendLog):
         }
         input_rows = [dict(item, test_id=test_id) for item in inputs]
         with self._write() as conn:
-            self._append_in(
-                conn, "stat_test", {}, {"stat_tests": [record], "stat_test_inputs": input_rows}
-            )
+            self._append_in(conn, "stat_test", {}, {"stat_tests": [record], "stat_test_inputs": input_rows})
         return test_id
 
     def add_claim_outcome(

@@ -21,8 +21,9 @@ it, and with forced loops that reading is the final one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import and_, case, or_
 from sqlalchemy.sql.elements import ColumnElement

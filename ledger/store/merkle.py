@@ -16,7 +16,7 @@ the function name ends in ``_hex``.
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from collections.abc import Sequence
 
 LEAF_PREFIX = b"\x00"
 NODE_PREFIX = b"\x01"

@@ -21,8 +21,6 @@ that the migrated database and the models agree).
 
 from __future__ import annotations
 
-from typing import Optional
-
 from sqlalchemy import (
     Boolean,
     CheckConstraint,
@@ -91,11 +89,7 @@ class Protocol(_Chained, Base):
 
 class Deviation(_Chained, Base):
     __tablename__ = "deviations"
-    __table_args__ = (
-        CheckConstraint(
-            "timing IN ('before_data', 'after_data', 'after_analysis')", name="timing"
-        ),
-    )
+    __table_args__ = (CheckConstraint("timing IN ('before_data', 'after_data', 'after_analysis')", name="timing"),)
 
     protocol_sha256: Mapped[str] = mapped_column(ForeignKey("protocols.sha256"), index=True)
     item: Mapped[str] = mapped_column(String(300))
@@ -103,7 +97,7 @@ class Deviation(_Chained, Base):
     actual: Mapped[str] = mapped_column(Text)
     reason: Mapped[str] = mapped_column(Text)
     timing: Mapped[str] = mapped_column(String(20))
-    new_protocol_sha256: Mapped[Optional[str]] = mapped_column(ForeignKey("protocols.sha256"))
+    new_protocol_sha256: Mapped[str | None] = mapped_column(ForeignKey("protocols.sha256"))
 
 
 class ManifestRecord(_Chained, Base):
@@ -112,7 +106,7 @@ class ManifestRecord(_Chained, Base):
     sha256: Mapped[str] = mapped_column(SHA, unique=True)
     name: Mapped[str] = mapped_column(String(200))
     n_rows: Mapped[int] = mapped_column(Integer)
-    protocol_sha256: Mapped[Optional[str]] = mapped_column(ForeignKey("protocols.sha256"))
+    protocol_sha256: Mapped[str | None] = mapped_column(ForeignKey("protocols.sha256"))
 
 
 class RowRecord(_Chained, Base):
@@ -137,37 +131,33 @@ class Run(_Chained, Base):
 
     run_id: Mapped[str] = mapped_column(String(100), unique=True)
     kind: Mapped[str] = mapped_column(String(40))
-    protocol_sha256: Mapped[Optional[str]] = mapped_column(ForeignKey("protocols.sha256"), index=True)
-    arm: Mapped[Optional[str]] = mapped_column(String(100))
+    protocol_sha256: Mapped[str | None] = mapped_column(ForeignKey("protocols.sha256"), index=True)
+    arm: Mapped[str | None] = mapped_column(String(100))
     config_json: Mapped[str] = mapped_column(Text)
     environment_json: Mapped[str] = mapped_column(Text)
     rng_json: Mapped[str] = mapped_column(Text)
-    note: Mapped[Optional[str]] = mapped_column(Text)
+    note: Mapped[str | None] = mapped_column(Text)
 
 
 class Checkpoint(_Chained, Base):
     __tablename__ = "checkpoints"
-    __table_args__ = (
-        CheckConstraint("status IN ('promoted', 'exploratory', 'failed')", name="status"),
-    )
+    __table_args__ = (CheckConstraint("status IN ('promoted', 'exploratory', 'failed')", name="status"),)
 
     sha256: Mapped[str] = mapped_column(SHA, unique=True)
-    path: Mapped[Optional[str]] = mapped_column(Text)
+    path: Mapped[str | None] = mapped_column(Text)
     arm: Mapped[str] = mapped_column(String(100), index=True)
-    parent_sha256: Mapped[Optional[str]] = mapped_column(ForeignKey("checkpoints.sha256"), index=True)
+    parent_sha256: Mapped[str | None] = mapped_column(ForeignKey("checkpoints.sha256"), index=True)
     status: Mapped[str] = mapped_column(String(20))
-    run_id: Mapped[Optional[str]] = mapped_column(ForeignKey("runs.run_id"))
-    stage: Mapped[Optional[str]] = mapped_column(String(100))
-    gate_results_json: Mapped[Optional[str]] = mapped_column(Text)
-    meta_json: Mapped[Optional[str]] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.run_id"))
+    stage: Mapped[str | None] = mapped_column(String(100))
+    gate_results_json: Mapped[str | None] = mapped_column(Text)
+    meta_json: Mapped[str | None] = mapped_column(Text)
 
 
 class Evidence(_Chained, Base):
     __tablename__ = "evidence"
     __table_args__ = (
-        ForeignKeyConstraint(
-            ["manifest_sha256", "row_id"], ["rows.manifest_sha256", "rows.row_id"]
-        ),
+        ForeignKeyConstraint(["manifest_sha256", "row_id"], ["rows.manifest_sha256", "rows.row_id"]),
         UniqueConstraint("run_id", "manifest_sha256", "row_id", "arm", "checkpoint_sha256", "loop"),
         Index("ix_evidence_checkpoint_arm_loop", "checkpoint_sha256", "arm", "loop"),
     )
@@ -178,36 +168,36 @@ class Evidence(_Chained, Base):
     arm: Mapped[str] = mapped_column(String(100))
     checkpoint_sha256: Mapped[str] = mapped_column(ForeignKey("checkpoints.sha256"))
     loop: Mapped[int] = mapped_column(Integer)
-    prediction: Mapped[Optional[str]] = mapped_column(Text)
+    prediction: Mapped[str | None] = mapped_column(Text)
     # NULL where no single answer is right (a loop above the diagonal: depth < loop).
-    correct: Mapped[Optional[bool]] = mapped_column(Boolean(create_constraint=True, name="correct"))
-    score_margin: Mapped[Optional[float]] = mapped_column(Float)
-    latency_ms: Mapped[Optional[float]] = mapped_column(Float)
-    tokens_generated: Mapped[Optional[int]] = mapped_column(Integer)
-    detail_json: Mapped[Optional[str]] = mapped_column(Text)
+    correct: Mapped[bool | None] = mapped_column(Boolean(create_constraint=True, name="correct"))
+    score_margin: Mapped[float | None] = mapped_column(Float)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    tokens_generated: Mapped[int | None] = mapped_column(Integer)
+    detail_json: Mapped[str | None] = mapped_column(Text)
 
 
 class GateResult(_Chained, Base):
     __tablename__ = "gate_results"
 
     checkpoint_sha256: Mapped[str] = mapped_column(ForeignKey("checkpoints.sha256"), index=True)
-    run_id: Mapped[Optional[str]] = mapped_column(ForeignKey("runs.run_id"))
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.run_id"))
     gate: Mapped[str] = mapped_column(String(100))
-    metric: Mapped[Optional[str]] = mapped_column(String(100))
-    value: Mapped[Optional[float]] = mapped_column(Float)
-    threshold: Mapped[Optional[float]] = mapped_column(Float)
-    comparison: Mapped[Optional[str]] = mapped_column(String(8))
+    metric: Mapped[str | None] = mapped_column(String(100))
+    value: Mapped[float | None] = mapped_column(Float)
+    threshold: Mapped[float | None] = mapped_column(Float)
+    comparison: Mapped[str | None] = mapped_column(String(8))
     passed: Mapped[bool] = mapped_column(Boolean(create_constraint=True, name="passed"))
     # stop: a failure is a hard stop that fails the lineage; flag: recorded only.
     action: Mapped[str] = mapped_column(String(8))
-    detail_json: Mapped[Optional[str]] = mapped_column(Text)
+    detail_json: Mapped[str | None] = mapped_column(Text)
 
 
 class Claim(_Chained, Base):
     __tablename__ = "claims"
 
     claim_id: Mapped[str] = mapped_column(String(200), unique=True)
-    protocol_sha256: Mapped[Optional[str]] = mapped_column(ForeignKey("protocols.sha256"))
+    protocol_sha256: Mapped[str | None] = mapped_column(ForeignKey("protocols.sha256"))
     spec_sha256: Mapped[str] = mapped_column(SHA)
     spec_json: Mapped[str] = mapped_column(Text)
 
@@ -216,16 +206,16 @@ class StatTest(_Chained, Base):
     __tablename__ = "stat_tests"
 
     test_id: Mapped[str] = mapped_column(String(100), unique=True)
-    claim_id: Mapped[Optional[str]] = mapped_column(ForeignKey("claims.claim_id"), index=True)
+    claim_id: Mapped[str | None] = mapped_column(ForeignKey("claims.claim_id"), index=True)
     statistic: Mapped[str] = mapped_column(String(100))
-    method: Mapped[Optional[str]] = mapped_column(String(100))
-    n: Mapped[Optional[int]] = mapped_column(Integer)
-    estimate: Mapped[Optional[float]] = mapped_column(Float)
-    ci_low: Mapped[Optional[float]] = mapped_column(Float)
-    ci_high: Mapped[Optional[float]] = mapped_column(Float)
-    p_value: Mapped[Optional[float]] = mapped_column(Float)
-    params_json: Mapped[Optional[str]] = mapped_column(Text)
-    result_json: Mapped[Optional[str]] = mapped_column(Text)
+    method: Mapped[str | None] = mapped_column(String(100))
+    n: Mapped[int | None] = mapped_column(Integer)
+    estimate: Mapped[float | None] = mapped_column(Float)
+    ci_low: Mapped[float | None] = mapped_column(Float)
+    ci_high: Mapped[float | None] = mapped_column(Float)
+    p_value: Mapped[float | None] = mapped_column(Float)
+    params_json: Mapped[str | None] = mapped_column(Text)
+    result_json: Mapped[str | None] = mapped_column(Text)
 
 
 class StatTestInput(_Chained, Base):
@@ -238,22 +228,20 @@ class StatTestInput(_Chained, Base):
     role: Mapped[str] = mapped_column(String(40))
     arm: Mapped[str] = mapped_column(String(100))
     checkpoint_sha256: Mapped[str] = mapped_column(ForeignKey("checkpoints.sha256"), index=True)
-    manifest_sha256: Mapped[Optional[str]] = mapped_column(ForeignKey("manifests.sha256"))
-    run_id: Mapped[Optional[str]] = mapped_column(ForeignKey("runs.run_id"))
-    loop: Mapped[Optional[int]] = mapped_column(Integer)
+    manifest_sha256: Mapped[str | None] = mapped_column(ForeignKey("manifests.sha256"))
+    run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.run_id"))
+    loop: Mapped[int | None] = mapped_column(Integer)
 
 
 class ClaimOutcome(_Chained, Base):
     __tablename__ = "claim_outcomes"
-    __table_args__ = (
-        CheckConstraint("outcome IN ('supported', 'refuted', 'unverifiable')", name="outcome"),
-    )
+    __table_args__ = (CheckConstraint("outcome IN ('supported', 'refuted', 'unverifiable')", name="outcome"),)
 
     claim_id: Mapped[str] = mapped_column(ForeignKey("claims.claim_id"), index=True)
     outcome: Mapped[str] = mapped_column(String(20))
     reason: Mapped[str] = mapped_column(Text)
-    stat_test_id: Mapped[Optional[str]] = mapped_column(ForeignKey("stat_tests.test_id"))
-    detail_json: Mapped[Optional[str]] = mapped_column(Text)
+    stat_test_id: Mapped[str | None] = mapped_column(ForeignKey("stat_tests.test_id"))
+    detail_json: Mapped[str | None] = mapped_column(Text)
 
 
 #: Every table the store writes, in an order that respects foreign keys.

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ledger.store.base import StoreBase
 from ledger.store.engine import StoreError
@@ -35,17 +36,45 @@ class QueryResult:
         return len(self.rows)
 
 
-
 _READ_PRAGMAS_NO_ARG = {
-    "integrity_check", "quick_check", "foreign_key_check", "journal_mode", "foreign_keys",
-    "user_version", "schema_version", "application_id", "database_list", "compile_options",
-    "page_count", "page_size", "freelist_count", "encoding", "busy_timeout", "query_only",
-    "table_list", "collation_list", "function_list", "module_list", "pragma_list", "data_version",
-    "synchronous", "auto_vacuum", "wal_autocheckpoint", "cache_size",
+    "integrity_check",
+    "quick_check",
+    "foreign_key_check",
+    "journal_mode",
+    "foreign_keys",
+    "user_version",
+    "schema_version",
+    "application_id",
+    "database_list",
+    "compile_options",
+    "page_count",
+    "page_size",
+    "freelist_count",
+    "encoding",
+    "busy_timeout",
+    "query_only",
+    "table_list",
+    "collation_list",
+    "function_list",
+    "module_list",
+    "pragma_list",
+    "data_version",
+    "synchronous",
+    "auto_vacuum",
+    "wal_autocheckpoint",
+    "cache_size",
 }
 _READ_PRAGMAS_ARG = {
-    "table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list",
-    "integrity_check", "quick_check", "foreign_key_check", "table_list",
+    "table_info",
+    "table_xinfo",
+    "index_list",
+    "index_info",
+    "index_xinfo",
+    "foreign_key_list",
+    "integrity_check",
+    "quick_check",
+    "foreign_key_check",
+    "table_list",
 }
 _ALLOWED_FIRST = {"SELECT", "WITH", "EXPLAIN", "VALUES", "PRAGMA"}
 _COMMENTS = re.compile(r"(--[^\n]*(\n|$))|(/\*.*?\*/)", re.S)
@@ -106,7 +135,6 @@ def _read_only_authorizer(action, arg1, arg2, dbname, source):
     return sqlite3.SQLITE_DENY
 
 
-
 class ReadOnlySQL(StoreBase):
     def query(
         self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None, *, read_only: bool = True
@@ -128,7 +156,7 @@ class ReadOnlySQL(StoreBase):
                         return QueryResult(list(result.keys()), [tuple(r) for r in result])
                     return QueryResult([], [])
             if self.dialect == "sqlite":
-                dbapi = conn.connection.dbapi_connection
+                dbapi: Any = conn.connection.dbapi_connection  # sqlite3.Connection: set_authorizer
                 dbapi.execute("PRAGMA query_only = ON")
                 dbapi.set_authorizer(_read_only_authorizer)
                 try:
@@ -158,4 +186,3 @@ class ReadOnlySQL(StoreBase):
     def query_df(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None):
         """``query`` as a pandas DataFrame (read-only)."""
         return self.query(sql, params).to_dataframe()
-

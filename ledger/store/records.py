@@ -11,8 +11,9 @@ import hashlib
 import json
 import math
 import numbers
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Boolean, Float, Integer
 
@@ -23,7 +24,7 @@ from ledger.store.models import DOMAIN_TABLES, table
 
 def utc_now() -> str:
     """UTC ISO-8601 with microseconds and a ``Z``: ``2026-01-02T03:04:05.123456Z``."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def entry_hash(prev_hash_hex: str, leaf_hash_hex: str) -> str:

@@ -87,4 +87,3 @@ class StoreRules(StoreBase):
         """Raise ``LineageRefused`` if a new checkpoint may not descend from ``parent_sha256``."""
         with self._read() as conn:
             self._check_continuation(conn, parent_sha256, child_status=child_status)
-

@@ -111,9 +111,7 @@ def check_sequence(report: ChainReport, walk: _Walk, key: str, seq: Any) -> None
     walk.expected_seq = (seq if isinstance(seq, int) else walk.expected_seq) + 1
 
 
-def check_hashes(
-    report: ChainReport, walk: _Walk, key: str, payload_text: str, stored: tuple[Any, Any, Any]
-) -> None:
+def check_hashes(report: ChainReport, walk: _Walk, key: str, payload_text: str, stored: tuple[Any, Any, Any]) -> None:
     """The leaf from the payload, the link to the previous entry, the entry hash over both."""
     leaf_stored, prev_stored, entry_stored = stored
     leaf_bytes = merkle.leaf_hash(payload_text.encode("utf-8"))
@@ -156,9 +154,7 @@ def check_payload_header(
     if body.get("kind") != kind:
         report.add("chain_entries", key, f"kind {kind!r} differs from the payload's {body.get('kind')!r}")
     if body.get("ts") != recorded_at:
-        report.add(
-            "chain_entries", key, f"recorded_at {recorded_at!r} differs from the payload's {body.get('ts')!r}"
-        )
+        report.add("chain_entries", key, f"recorded_at {recorded_at!r} differs from the payload's {body.get('ts')!r}")
 
 
 def check_entry_records(report: ChainReport, key: str, seq: int, body: dict, stored: StoredRows) -> None:
@@ -180,7 +176,9 @@ def check_entry_records(report: ChainReport, key: str, seq: int, body: dict, sto
 def compare_table_records(
     report: ChainReport, table_name: str, seq: int, records: list, bucket: dict[int, dict]
 ) -> None:
-    ids = [rec.get("id") if isinstance(rec, dict) and type(rec.get("id")) is int else None for rec in records]
+    ids: list[Any] = [
+        rec.get("id") if isinstance(rec, dict) and type(rec.get("id")) is int else None for rec in records
+    ]
     stored_rows = [bucket.get(rid) for rid in ids]
     # fast path: the whole batch at once (one C-encoded JSON document per side)
     if (
@@ -256,7 +254,12 @@ class ChainVerification(StoreBase):
         new_root = merkle.merkle_root(leaves).hex()
         if old_size > new_size:
             return ConsistencyReport(
-                False, old_root, old_size, new_root, new_size, (),
+                False,
+                old_root,
+                old_size,
+                new_root,
+                new_size,
+                (),
                 f"the log has {new_size} entries, fewer than the {old_size} of the earlier head: history was removed",
             )
         proof = merkle.consistency_proof(leaves, old_size, new_size)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ledger.canonical import canonical_json, sha256_file, sha256_hex
 from ledger.store.claim_writes import ClaimWrites
@@ -261,8 +262,17 @@ class DomainWrites(ClaimWrites, StoreRules):
         return result.ids["gate_results"][0]
 
     _EVIDENCE_FIELDS = (
-        "run_id", "manifest_sha256", "row_id", "arm", "checkpoint_sha256", "loop", "prediction",
-        "correct", "score_margin", "latency_ms", "tokens_generated",
+        "run_id",
+        "manifest_sha256",
+        "row_id",
+        "arm",
+        "checkpoint_sha256",
+        "loop",
+        "prediction",
+        "correct",
+        "score_margin",
+        "latency_ms",
+        "tokens_generated",
     )
 
     def add_evidence(

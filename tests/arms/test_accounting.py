@@ -11,13 +11,14 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from hypothesis import given, strategies as st  # noqa: E402
+from hypothesis import given
+from hypothesis import strategies as st
 
-from arms.model import accounting as acc  # noqa: E402
-from arms.bases.loading import qwen25_05b_config  # noqa: E402
-from arms.model.bridges import SplitBridge  # noqa: E402
-from arms.model.recurrent import RecurrentLM  # noqa: E402
-from arms.model.surgery import split_surgery, tuple_surgery  # noqa: E402
+from arms.bases.loading import qwen25_05b_config
+from arms.model import accounting as acc
+from arms.model.bridges import SplitBridge
+from arms.model.recurrent import RecurrentLM
+from arms.model.surgery import split_surgery, tuple_surgery
 
 try:  # tests/ is on sys.path under pytest's default import mode
     from model_fixtures import tiny_qwen2

@@ -9,8 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from arms.train.audits import GradientAuditError, gradient_audit, trainable_params  # noqa: E402
-from arms.train.optim import UpdateAuditError, build_optimizer, update_audit, update_audit_from_optimizer  # noqa: E402
+from arms.train.audits import GradientAuditError, gradient_audit, trainable_params
+from arms.train.optim import build_optimizer
+from arms.train.update_audit import UpdateAuditError, update_audit, update_audit_from_optimizer
 
 pytestmark = pytest.mark.models
 
@@ -35,8 +36,13 @@ def _two_matrix_problem(seed=0, n=32):
 @pytest.mark.parametrize("kind", ["adamw", "muon"])
 def test_update_audit_passes_separate_tensors(kind):
     params, loss = _two_matrix_problem()
-    opt = build_optimizer({"a": [params["a"]], "b": [params["b"]], "bias": [params["bias"]]}, kind=kind,
-                          lr=1e-3, weight_decay=0.0, group_lr_multipliers={"b": 0.1})
+    opt = build_optimizer(
+        {"a": [params["a"]], "b": [params["b"]], "bias": [params["bias"]]},
+        kind=kind,
+        lr=1e-3,
+        weight_decay=0.0,
+        group_lr_multipliers={"b": 0.1},
+    )
 
     def step():
         opt.zero_grad()
@@ -67,8 +73,7 @@ def test_update_audit_catches_per_slice_gradient_scaling(kind):
 
     handle = a.register_hook(scale_second_half)
     try:
-        opt = build_optimizer({"all": [a, params["b"]], "bias": [params["bias"]]}, kind=kind, lr=1e-3,
-                              weight_decay=0.0)
+        opt = build_optimizer({"all": [a, params["b"]], "bias": [params["bias"]]}, kind=kind, lr=1e-3, weight_decay=0.0)
 
         def step():
             opt.zero_grad()
@@ -82,8 +87,10 @@ def test_update_audit_catches_per_slice_gradient_scaling(kind):
         handle.remove()
     report = err.value.report
     realised = report.groups["a_bottom"].realised_ratio
-    print(f"\n[{kind}] per-slice gradient x0.1: realised ratio {realised:.6g} (|1 - r| = {abs(1 - realised):.3g}) "
-          f"vs configured 0.1\n{report.summary()}")
+    print(
+        f"\n[{kind}] per-slice gradient x0.1: realised ratio {realised:.6g} (|1 - r| = {abs(1 - realised):.3g}) "
+        f"vs configured 0.1\n{report.summary()}"
+    )
     assert "a_bottom" in str(err.value) and "configured 0.1" in str(err.value)
     assert report.failures == ["a_bottom"]
     assert realised == pytest.approx(1.0, abs=0.1)  # the optimiser cancelled the factor
@@ -99,8 +106,15 @@ def test_update_audit_flags_group_that_did_not_move_and_restores():
         loss().backward()
         opt.step()
 
-    report = update_audit(params, step, {"a": ["a"], "b": ["b"]}, {"a": 1.0, "b": 1.0}, optimizer=opt,
-                          restore=True, raise_on_failure=False)
+    report = update_audit(
+        params,
+        step,
+        {"a": ["a"], "b": ["b"]},
+        {"a": 1.0, "b": 1.0},
+        optimizer=opt,
+        restore=True,
+        raise_on_failure=False,
+    )
     assert not report.passed and report.failures == ["b"] and report.groups["b"].note == "did not move"
     assert all(torch.equal(before[n], p.detach()) for n, p in params.items())
     assert len(opt.optimizers["adamw"].state) == 0  # optimiser state restored too
@@ -110,8 +124,12 @@ def test_update_audit_flags_group_that_did_not_move_and_restores():
 def test_update_audit_from_optimizer_checks_every_group(kind):
     params, loss = _two_matrix_problem(seed=3)
     gate = nn.Parameter(torch.tensor(1.0))
-    opt = build_optimizer({"P_p": [params["a"]], "P_h": [params["b"], params["bias"]], "gate": [gate]}, kind=kind,
-                          lr=1e-3, group_lr_multipliers={"P_p": 0.1, "gate": 0.5})
+    opt = build_optimizer(
+        {"P_p": [params["a"]], "P_h": [params["b"], params["bias"]], "gate": [gate]},
+        kind=kind,
+        lr=1e-3,
+        group_lr_multipliers={"P_p": 0.1, "gate": 0.5},
+    )
 
     def step():
         opt.zero_grad()
@@ -123,8 +141,11 @@ def test_update_audit_from_optimizer_checks_every_group(kind):
     print(f"\n[{kind}] from optimiser:\n{report.summary()}")
     assert report.passed
     assert all(torch.equal(before[n], p.detach()) for n, p in params.items())
-    expected_groups = {"P_p[adamw]", "P_h[adamw]", "gate[adamw]"} if kind == "adamw" else \
-        {"P_p[muon]", "P_h[muon]", "P_h[adamw]", "gate[adamw]"}
+    expected_groups = (
+        {"P_p[adamw]", "P_h[adamw]", "gate[adamw]"}
+        if kind == "adamw"
+        else {"P_p[muon]", "P_h[muon]", "P_h[adamw]", "gate[adamw]"}
+    )
     assert set(report.groups) == expected_groups
 
 
@@ -212,8 +233,9 @@ def test_gradient_audit_at_split_bridge_init():
     for name in ("P_p.weight", "P_h.weight", "P_h.bias"):
         assert report.tensors[name].status == "ok", report.tensors[name]
     assert report.failures == {"g": "zero_gradient", "ln.weight": "zero_gradient", "ln.bias": "zero_gradient"}
-    allowed = gradient_audit(_bridge_loss(m, d, seed=3), params, seed=2,
-                             allow_zero_gradient=["g", "ln.weight", "ln.bias"])
+    allowed = gradient_audit(
+        _bridge_loss(m, d, seed=3), params, seed=2, allow_zero_gradient=["g", "ln.weight", "ln.bias"]
+    )
     assert allowed.passed
 
 
@@ -230,7 +252,7 @@ def test_gradient_audit_catches_perturbing_a_copy_and_detached_use():
     def loss_copy():
         calls["n"] += 1
         weight = w if calls["n"] == 1 else frozen_copy  # a stale copy after the first call
-        return ((x @ weight) ** 2).sum() + (v ** 2).sum()
+        return ((x @ weight) ** 2).sum() + (v**2).sum()
 
     rep = gradient_audit(loss_copy, {"w": w, "v": v}, seed=0)
     assert rep.tensors["w"].status == "perturbation_ineffective"
@@ -277,8 +299,9 @@ def test_gradient_audit_is_seeded_and_restores_float32_bits():
     r1 = gradient_audit(lambda: (m(h, p) ** 2).sum(), params, seed=4, eps=1e-2)
     r2 = gradient_audit(lambda: (m(h, p) ** 2).sum(), params, seed=4, eps=1e-2)
     assert _bit_identical(before, _snapshot(params))
-    assert [pr.index for t in r1.tensors.values() for pr in t.probes] == \
-        [pr.index for t in r2.tensors.values() for pr in t.probes]
+    assert [pr.index for t in r1.tensors.values() for pr in t.probes] == [
+        pr.index for t in r2.tensors.values() for pr in t.probes
+    ]
     assert r1.passed, r1.summary()
 
 
@@ -288,7 +311,7 @@ def test_gradient_audit_is_seeded_and_restores_float32_bits():
 def _real_split_bridge():
     try:
         mod = importlib.import_module("arms.model.bridges")
-    except Exception:  # noqa: BLE001 - not written yet / import error belongs to its own tests
+    except Exception:
         return None
     return getattr(mod, "SplitBridge", None)
 
@@ -341,8 +364,12 @@ def test_gradient_audit_on_real_split_bridge_off_init_and_bypassed_tensor(real_b
 @pytest.mark.parametrize("kind", ["adamw", "muon"])
 def test_update_audit_on_real_split_bridge_groups(real_bridge, kind):
     b = real_bridge
-    opt = build_optimizer({"P_p": [b.P_p.weight], "P_h": [b.P_h.weight, b.P_h.bias], "rest": [b.g, *b.norm.parameters()]},
-                          kind=kind, lr=1e-3, group_lr_multipliers={"P_p": 0.1})
+    opt = build_optimizer(
+        {"P_p": [b.P_p.weight], "P_h": [b.P_h.weight, b.P_h.bias], "rest": [b.g, *b.norm.parameters()]},
+        kind=kind,
+        lr=1e-3,
+        group_lr_multipliers={"P_p": 0.1},
+    )
     loss = _real_bridge_loss(b, seed=2)
 
     def step():
@@ -350,7 +377,12 @@ def test_update_audit_on_real_split_bridge_groups(real_bridge, kind):
         loss().backward()
         opt.step()
 
-    report = update_audit(dict(b.named_parameters()), step, {"P_p": ["P_p.weight"], "P_h": ["P_h.weight"]},
-                          {"P_p": 1e-4, "P_h": 1e-3}, optimizer=opt)
+    report = update_audit(
+        dict(b.named_parameters()),
+        step,
+        {"P_p": ["P_p.weight"], "P_h": ["P_h.weight"]},
+        {"P_p": 1e-4, "P_h": 1e-3},
+        optimizer=opt,
+    )
     print(f"\n[real SplitBridge, {kind}]\n{report.summary()}")
     assert report.passed

@@ -15,8 +15,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("peft")
 
-from arms.model import accounting  # noqa: E402
-from arms.model.budgets import (  # noqa: E402
+from arms.model import accounting
+from arms.model.budgets import (
     AdapterRecurrentLM,
     adapters_disabled,
     apply_adapter_budget,
@@ -27,11 +27,11 @@ from arms.model.budgets import (  # noqa: E402
     trainable_parameter_count,
     unload_adapter,
 )
-from arms.train.optim import build_optimizer  # noqa: E402
-from arms.model.recurrent import RecurrentLM, positions_from_mask  # noqa: E402
+from arms.model.recurrent import RecurrentLM, positions_from_mask
+from arms.train.optim import build_optimizer
 
-try:  # noqa: E402
-    from model_fixtures import left_padded_batch, smollm2, tiny_qwen2  # noqa: F401
+try:
+    from model_fixtures import left_padded_batch, smollm2, tiny_qwen2
 except ImportError:  # pragma: no cover
     from model_fixtures import left_padded_batch, smollm2, tiny_qwen2  # noqa: F401
 
@@ -109,9 +109,19 @@ def test_adapter_targets_exactly_the_block_projections_and_counts_match_accounti
     assert isinstance(arlm, AdapterRecurrentLM) and arlm.base is model and arlm.bridge is rlm.bridge
 
     adapted = {n for n, m in model.named_modules() if m in set(lora_layers(model))}
-    expected = {f"model.layers.{i}.{p}" for i in range(*SPLIT) for p in (
-        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-        "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
+    expected = {
+        f"model.layers.{i}.{p}"
+        for i in range(*SPLIT)
+        for p in (
+            "self_attn.q_proj",
+            "self_attn.k_proj",
+            "self_attn.v_proj",
+            "self_attn.o_proj",
+            "mlp.gate_proj",
+            "mlp.up_proj",
+            "mlp.down_proj",
+        )
+    }
     assert adapted == expected and predicted["lora_modules"] == len(expected) == 7 * (SPLIT[1] - SPLIT[0])
 
     # every pretrained weight frozen; LoRA A/B and the bridge trainable; B starts at zero
@@ -254,8 +264,11 @@ def test_smollm2_adapter_loop1_is_base_and_unload_restores_hash(smollm2):
     model, tokenizer = smollm2
     model.set_attn_implementation("sdpa")
     tokenizer.padding_side = "left"
-    enc = tokenizer(["The capital of France is", "Start value: B\nApply f exactly 3 times.\nAnswer:"],
-                    return_tensors="pt", padding=True)
+    enc = tokenizer(
+        ["The capital of France is", "Start value: B\nApply f exactly 3 times.\nAnswer:"],
+        return_tensors="pt",
+        padding=True,
+    )
     ids, mask = enc["input_ids"], enc["attention_mask"]
     grads = {n: p.requires_grad for n, p in model.named_parameters()}
     before = state_dict_sha256(model)

@@ -7,19 +7,16 @@ rendered rows (no model hub), in which every ``" A".." P"`` is a single token.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM  # noqa: E402
+from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from arms.dense.generate import DenseArm, Generation, ReaderStoppingCriteria  # noqa: E402
-from arms.train.step import take_step  # noqa: E402
-from arms.dense.sft_data import (  # noqa: E402
+from arms.dense.generate import DenseArm, Generation, ReaderStoppingCriteria
+from arms.dense.sft_data import (
     IGNORE_INDEX,
     build_sft_examples,
     collate_sft,
@@ -28,9 +25,10 @@ from arms.dense.sft_data import (  # noqa: E402
     scratchpad_target,
     sft_example,
 )
-from ledger.rows.manifest import Row  # noqa: E402
-from ledger.reader.shared import Reader  # noqa: E402
-from ledger.rows.tasks import generate_rule_chasing, resolve_alphabet  # noqa: E402
+from arms.train.step import take_step
+from ledger.reader.shared import Reader
+from ledger.rows.manifest import Row
+from ledger.rows.tasks import generate_rule_chasing, resolve_alphabet
 
 pytestmark = pytest.mark.models
 
@@ -46,7 +44,12 @@ PAD = "<pad>"
 
 def _rows(depth_range=(1, 4), rows_per_depth=2, seed=0, split="train"):
     return generate_rule_chasing(
-        surface="symbolic", symbols="N16", depth_range=depth_range, rows_per_depth=rows_per_depth, seed=seed, split=split
+        surface="symbolic",
+        symbols="N16",
+        depth_range=depth_range,
+        rows_per_depth=rows_per_depth,
+        seed=seed,
+        split=split,
     )
 
 
@@ -121,8 +124,16 @@ def _row(depth: int, path: list[str], row_id: str = "test_d01_00000") -> Row:
         f"{lines}\n\nStart value: {path[0]}\nApply f exactly {depth} times.\nWhat is the final value?"
     )
     return Row(
-        row_id=row_id, task="rule_chasing", surface="symbolic", depth=depth, prompt=prompt,
-        answer=path[-1], path=path, symbols=N16, table=table, start=path[0],
+        row_id=row_id,
+        task="rule_chasing",
+        surface="symbolic",
+        depth=depth,
+        prompt=prompt,
+        answer=path[-1],
+        path=path,
+        symbols=N16,
+        table=table,
+        start=path[0],
     )
 
 
@@ -178,7 +189,11 @@ def test_collate_masks_prompt_and_padding_exactly(pad_is_eos, tok):
     tk = _train_tokenizer(pad_is_eos=True) if pad_is_eos else tok
     rd = Reader(N16, tokenizer=tk)
     rows = _rows(depth_range=(1, 3), rows_per_depth=1)
-    examples = [sft_example(rows[0], rd, "direct"), sft_example(rows[2], rd, "scratchpad"), sft_example(rows[1], rd, "direct")]
+    examples = [
+        sft_example(rows[0], rd, "direct"),
+        sft_example(rows[2], rd, "scratchpad"),
+        sft_example(rows[1], rd, "direct"),
+    ]
     batch = collate_sft(examples, tk, max_length=256)
     eos, pad = tk.eos_token_id, tk.pad_token_id
     assert (pad == eos) == pad_is_eos
@@ -235,7 +250,11 @@ def test_batched_left_padded_generation_equals_batch_one(tok, reader):
         for a, b in zip(single, batched):
             assert a.token_ids == b.token_ids
             assert (a.text, a.tokens_generated, a.prediction, a.stop_reason) == (
-                b.text, b.tokens_generated, b.prediction, b.stop_reason)
+                b.text,
+                b.tokens_generated,
+                b.prediction,
+                b.stop_reason,
+            )
         assert batched[0].batch_size == bs and batched[-1].batch_size == (len(rows) % bs or bs)
     # Greedy: the first token is the argmax of the plain forward pass at the last prompt position.
     ids, mask = arm.encode_rows(rows[:1])
@@ -256,8 +275,14 @@ def test_generation_is_greedy_whatever_the_checkpoint_generation_config(tok, rea
     # Qwen2.5-Instruct ships sampling defaults and a repetition penalty; any logits
     # processor a checkpoint's config could switch on must stay off.
     qwen_like = GenerationConfig(
-        do_sample=True, temperature=0.7, top_p=0.8, top_k=20, repetition_penalty=1.5,
-        no_repeat_ngram_size=1, suppress_tokens=[plain[0].token_ids[0]], min_new_tokens=5,
+        do_sample=True,
+        temperature=0.7,
+        top_p=0.8,
+        top_k=20,
+        repetition_penalty=1.5,
+        no_repeat_ngram_size=1,
+        suppress_tokens=[plain[0].token_ids[0]],
+        min_new_tokens=5,
     )
     model.generation_config = qwen_like
     again = arm.generate(rows, max_new_tokens=10, batch_size=2)
@@ -300,8 +325,12 @@ def test_stops_per_row_at_first_complete_answer_or_eos(tok, reader):
     rows = [c[0] for c in cases] + [_row(1, ["N", "K"], "test_d01_00002")]
     width = arm.encode_rows(rows)[0].shape[1]
     budget = 14
-    out = arm.generate(rows, max_new_tokens=budget, batch_size=len(rows),
-                       logits_processor=LogitsProcessorList([ScriptedLogits(scripts, width, eos)]))
+    out = arm.generate(
+        rows,
+        max_new_tokens=budget,
+        batch_size=len(rows),
+        logits_processor=LogitsProcessorList([ScriptedLogits(scripts, width, eos)]),
+    )
     assert all(isinstance(g, Generation) for g in out)
 
     # 0: leading " M" is complete once one more character follows: " M" + "\n..." token.
@@ -330,8 +359,12 @@ def test_stops_per_row_at_first_complete_answer_or_eos(tok, reader):
     # The same rows one at a time give the same stop points.
     for i, row in enumerate(rows):
         w = arm.encode_rows([row])[0].shape[1]
-        (g,) = arm.generate([row], max_new_tokens=budget, batch_size=1,
-                            logits_processor=LogitsProcessorList([ScriptedLogits([scripts[i]], w, eos)]))
+        (g,) = arm.generate(
+            [row],
+            max_new_tokens=budget,
+            batch_size=1,
+            logits_processor=LogitsProcessorList([ScriptedLogits([scripts[i]], w, eos)]),
+        )
         assert (g.token_ids, g.stop_reason, g.prediction) == (out[i].token_ids, out[i].stop_reason, out[i].prediction)
 
 
@@ -385,7 +418,10 @@ def test_short_sft_learns_direct_targets_and_eos(tok, reader):
 def test_short_sft_learns_scratchpad_target(tok, reader):
     torch.manual_seed(0)
     model = _tiny_model(tok, seed=0)
-    rows = [_rows(depth_range=(2, 2), rows_per_depth=1, seed=5)[0], _rows(depth_range=(3, 3), rows_per_depth=1, seed=5)[0]]
+    rows = [
+        _rows(depth_range=(2, 2), rows_per_depth=1, seed=5)[0],
+        _rows(depth_range=(3, 3), rows_per_depth=1, seed=5)[0],
+    ]
     batch = collate_sft(build_sft_examples(rows, reader, mode="scratchpad"), tok)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     for _ in range(80):

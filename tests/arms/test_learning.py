@@ -36,18 +36,18 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
-from arms.bases.loading import tiny_qwen2_config  # noqa: E402
-from arms.model.recurrent import RecurrentLM  # noqa: E402
-from arms.train.step import take_step  # noqa: E402
-from arms.train.recurrent import (  # noqa: E402
+from arms.bases.loading import tiny_qwen2_config
+from arms.model.recurrent import RecurrentLM
+from arms.train.recurrent import (
     accuracy_by_loop,
     evaluate_loops,
     make_recurrent_batch,
     per_loop_accuracy,
     recurrent_loss,
 )
-from ledger.rows.manifest import Row  # noqa: E402
-from ledger.reader.shared import Reader  # noqa: E402
+from arms.train.step import take_step
+from ledger.reader.shared import Reader
+from ledger.rows.manifest import Row
 
 pytestmark = pytest.mark.models
 
@@ -98,9 +98,15 @@ def build_model(tokenizer, seed: int = SEED) -> RecurrentLM:
 
     torch.manual_seed(seed)
     config = tiny_qwen2_config(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=256, num_hidden_layers=6,
-        num_attention_heads=4, num_key_value_heads=2, pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None, eos_token_id=None,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=256,
+        num_hidden_layers=6,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+        eos_token_id=None,
     )
     config._attn_implementation = "eager"
     return RecurrentLM.build(Qwen2ForCausalLM(config), split=(2, 4), bridge="split")
@@ -209,7 +215,7 @@ def test_recurrence_learns_a_fixed_permutation_and_extrapolates(trained):
 
 def test_training_is_seeded(trained):
     """(c) the same seed gives bit-identical losses (and weights)."""
-    budget, model, _, history, _ = trained
+    budget, _model, _, history, _ = trained
     k = 12
     m1, _, h1, _ = train(budget, steps=k)
     m2, _, h2, _ = train(budget, steps=k)

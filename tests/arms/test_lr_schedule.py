@@ -42,8 +42,14 @@ def test_a_protocol_without_a_schedule_keeps_its_canonical_form_and_one_with_it_
 
 
 def test_a_warmup_as_long_as_the_stage_is_refused_where_it_is_written():
-    stage = {"id": "s", "objective": "intermediate", "manifest": "m", "steps": 10, "batch_size": 2,
-             "optimizer": {"lr": 1e-3, "schedule": {"kind": "cosine", "warmup_steps": 10}}}
+    stage = {
+        "id": "s",
+        "objective": "intermediate",
+        "manifest": "m",
+        "steps": 10,
+        "batch_size": 2,
+        "optimizer": {"lr": 1e-3, "schedule": {"kind": "cosine", "warmup_steps": 10}},
+    }
     with pytest.raises(Exception, match=r"warmup_steps \(10\) must be fewer than the stage's steps \(10\)"):
         Stage.model_validate(stage)
     path = ROOT / "protocols" / "smoke.yaml"
@@ -70,11 +76,20 @@ def test_train_stage_moves_the_weights_by_the_scheduled_learning_rate():
             return self.model.weight.sum()  # gradient 1 at every step
 
     stage = Stage.model_validate(
-        {"id": "s", "objective": "intermediate", "manifest": "m", "steps": 12, "batch_size": 1,
-         "optimizer": {"lr": 0.01, "schedule": {"kind": "cosine", "warmup_steps": 3, "min_lr_ratio": 0.2}}})
+        {
+            "id": "s",
+            "objective": "intermediate",
+            "manifest": "m",
+            "steps": 12,
+            "batch_size": 1,
+            "optimizer": {"lr": 0.01, "schedule": {"kind": "cosine", "warmup_steps": 3, "min_lr_ratio": 0.2}},
+        }
+    )
     runtime = Linear()
     trace = [float(runtime.model.weight.detach())]
-    runtime.train_stage(stage, [0, 1], ("test",), progress=lambda step, loss: trace.append(float(runtime.model.weight.detach())))
+    runtime.train_stage(
+        stage, [0, 1], ("test",), progress=lambda step, loss: trace.append(float(runtime.model.weight.detach()))
+    )
     moves = [before - after for before, after in zip(trace, trace[1:])]
     expected = [0.01 * stage.optimizer.schedule.scale(step, 12) for step in range(12)]
     assert moves == pytest.approx(expected, rel=1e-3)
@@ -89,7 +104,13 @@ def test_bridge_options_are_absent_from_the_canonical_form_unless_asked_for():
     assert SplitBridge(kind="split", reentry="answer").model_dump() == {"kind": "split", "reentry": "answer"}
     tuning = load_protocol(ROOT / "protocols" / "phaseA-tiny-long-tuning.yaml")
     options = {a.id: (a.bridge.state_norm, a.bridge.reentry) for a in tuning.arms}
-    assert options == {"A": (False, "all"), "A_cosine": (False, "all"), "A_cosine_norm": (True, "all"),
-                       "A_cosine_answer": (False, "answer"), "A_cosine_answer_norm": (True, "answer"),
-                       "A_large_cosine": (False, "all"), "A_large_cosine_answer": (False, "answer"),
-                       "E_large_cosine_answer": (False, "answer")}
+    assert options == {
+        "A": (False, "all"),
+        "A_cosine": (False, "all"),
+        "A_cosine_norm": (True, "all"),
+        "A_cosine_answer": (False, "answer"),
+        "A_cosine_answer_norm": (True, "answer"),
+        "A_large_cosine": (False, "all"),
+        "A_large_cosine_answer": (False, "answer"),
+        "E_large_cosine_answer": (False, "answer"),
+    }

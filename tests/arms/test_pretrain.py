@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from arms.bases.pretrain import (
-    ANSWER_SUFFIX,
-    excluded_tier1_questions,
-    heldout_lookups,
-    load_recipe,
-    symbols_at,
-    synthetic_corpus,
-)
+from arms.bases.corpus import excluded_tier1_questions, heldout_lookups, symbols_at, synthetic_corpus
+from arms.bases.recipe import ANSWER_SUFFIX, load_recipe
 from ledger.rows.tasks.alphabets import N16, N24
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +26,7 @@ def recipe():
 
 def _sample_steps(recipe):
     """Steps from every curriculum stage, the first ones included."""
-    steps = set(range(0, 40))
+    steps = set(range(40))
     for stage in recipe.curriculum:
         steps.update(range(stage.start_step, stage.start_step + 10))
     steps.add(recipe.steps - 1)
@@ -119,7 +113,7 @@ def test_every_numeral_occurs_in_the_corpus(recipe):
     for step in range(40):
         for example in synthetic_corpus(recipe, step):
             seen.update(re.findall(r"\b\d+\b", example.text))
-    assert {str(n) for n in range(0, 31)} <= seen
+    assert {str(n) for n in range(31)} <= seen
 
 
 def test_corpus_never_holds_a_tier1_question(recipe):
@@ -153,7 +147,15 @@ def test_pretrain_base_three_steps_round_trip(tmp_path, recipe):
     summary = pretrain_base(RECIPE, out, max_steps=3, progress=False)
     assert torch.get_num_threads() == threads
     assert not (tmp_path / ".tiny-pretrained.partial").exists()
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "recipe.yaml", "SHA256", "summary.json", "train.log"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "recipe.yaml",
+        "SHA256",
+        "summary.json",
+        "train.log",
+    ):
         assert (out / name).is_file(), name
     assert summary["steps"] == 3 and summary["recipe_steps"] == recipe.steps
     assert torch.isfinite(torch.tensor(summary["final_loss"]))
@@ -176,7 +178,8 @@ def test_pretrain_base_three_steps_round_trip(tmp_path, recipe):
     text = heldout_lookups(recipe, 16)[0][0].prompt + ANSWER_SUFFIX + " steps: A -> B answer: B"
     # loaded from the folder, the tokenizer is the word-level one it was trained with (not a BPE rebuild)
     assert tokenizer.encode(text, add_special_tokens=False) == word_tokenizer(recipe.vocab_numerals).encode(
-        text, add_special_tokens=False)
+        text, add_special_tokens=False
+    )
     assert sum(p.numel() for p in model.parameters()) == summary["parameters"]
     for alphabet in (N16, N24):
         reader = Reader(alphabet, tokenizer=tokenizer)  # raises unless each " X" is one known token
@@ -212,9 +215,16 @@ def test_every_corpus_and_protocol_text_is_known_to_the_recipes_vocabulary(recip
     tokenizer = word_tokenizer(recipe.vocab_numerals)
     unknown = tokenizer.unk_token_id
     texts = [e.text for step in _sample_steps(recipe) for e in synthetic_corpus(recipe, step)]
-    texts += [row.prompt + ANSWER_SUFFIX + " " + row.answer for row in generate_arithmetic(seed=20260707, split="tier1", per_op=16)]
-    rows = generate_rule_chasing(surface="symbolic", symbols=N16, depth_range=(1, 14), rows_per_depth=2, seed=1, split="x")
-    texts += [row.prompt + ANSWER_SUFFIX + " steps: " + " -> ".join(row.path[1:]) + " answer: " + row.answer for row in rows]
+    texts += [
+        row.prompt + ANSWER_SUFFIX + " " + row.answer
+        for row in generate_arithmetic(seed=20260707, split="tier1", per_op=16)
+    ]
+    rows = generate_rule_chasing(
+        surface="symbolic", symbols=N16, depth_range=(1, 14), rows_per_depth=2, seed=1, split="x"
+    )
+    texts += [
+        row.prompt + ANSWER_SUFFIX + " steps: " + " -> ".join(row.path[1:]) + " answer: " + row.answer for row in rows
+    ]
     for text in texts:
         assert unknown not in tokenizer.encode(text, add_special_tokens=False), text
     assert len(tokenizer) == len(word_tokenizer()) - (1000 - recipe.vocab_numerals)
@@ -239,8 +249,8 @@ def test_init_from_continues_the_source_and_grows_it_as_an_identity(tmp_path):
     source exactly (block expansion), while its copied layers hold the source's weights."""
     import torch
 
-    from arms.bases.loading import load_base
     from arms.bases.builtin import word_tokenizer
+    from arms.bases.loading import load_base
     from arms.bases.pretrain import build_model, initialise_from
 
     source, _ = load_base(str(ROOT / "bases" / "tiny-base"))
@@ -263,10 +273,16 @@ def test_init_from_continues_the_source_and_grows_it_as_an_identity(tmp_path):
     with torch.no_grad():
         assert torch.equal(model(**ids).logits, expected)
     state = model.state_dict()
-    assert torch.equal(state["model.layers.4.self_attn.q_proj.weight"], source.state_dict()["model.layers.2.self_attn.q_proj.weight"])
-    assert torch.equal(state["model.layers.5.self_attn.q_proj.weight"], source.state_dict()["model.layers.2.self_attn.q_proj.weight"])
+    assert torch.equal(
+        state["model.layers.4.self_attn.q_proj.weight"], source.state_dict()["model.layers.2.self_attn.q_proj.weight"]
+    )
+    assert torch.equal(
+        state["model.layers.5.self_attn.q_proj.weight"], source.state_dict()["model.layers.2.self_attn.q_proj.weight"]
+    )
     assert not state["model.layers.5.mlp.down_proj.weight"].any()
-    assert torch.equal(state["model.layers.4.mlp.down_proj.weight"], source.state_dict()["model.layers.2.mlp.down_proj.weight"])
+    assert torch.equal(
+        state["model.layers.4.mlp.down_proj.weight"], source.state_dict()["model.layers.2.mlp.down_proj.weight"]
+    )
 
     # without the identity layers the duplicated layers change the function
     plain = load_recipe(_grown_recipe(tmp_path, layers=[0, 0, 1, 1, 2, 2, 3, 3]))
@@ -294,7 +310,7 @@ def test_init_from_refuses_a_wrong_hash_a_missing_layer_and_a_bad_map(tmp_path):
     data = yaml.safe_load(_grown_recipe(tmp_path, layers=[0, 1, 2, 3]).read_text())
     data["init_from"]["layers"] = [0, 1]
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(data))
-    with pytest.raises(ProtocolError, match="init_from.layers names 2 source layers for a model of 4"):
+    with pytest.raises(ProtocolError, match=r"init_from\.layers names 2 source layers for a model of 4"):
         load_recipe(tmp_path / "bad.yaml")
 
 

@@ -25,18 +25,51 @@ BASE = "builtin:tiny-qwen2?hidden=16&layers=4&heads=2&kv_heads=1&intermediate=32
 
 def protocol_with(arm: dict):
     document = {
-        "name": "mapping", "version": 1, "description": "d", "seed": 1,
+        "name": "mapping",
+        "version": 1,
+        "description": "d",
+        "seed": 1,
         "bases": {"tiny": {"source": BASE, "dtype": "float32"}},
         "manifests": [
-            {"id": "train", "role": "train", "generator": "rule_chasing", "depths": [1, 2], "rows_per_depth": 4,
-             "seed": 1, "split": "train"},
-            {"id": "eval", "role": "eval", "generator": "rule_chasing", "depths": [1, 2], "rows_per_depth": 2,
-             "seed": 1, "split": "test"},
+            {
+                "id": "train",
+                "role": "train",
+                "generator": "rule_chasing",
+                "depths": [1, 2],
+                "rows_per_depth": 4,
+                "seed": 1,
+                "split": "train",
+            },
+            {
+                "id": "eval",
+                "role": "eval",
+                "generator": "rule_chasing",
+                "depths": [1, 2],
+                "rows_per_depth": 2,
+                "seed": 1,
+                "split": "test",
+            },
         ],
-        "arms": [{"id": "X", "kind": "recurrent", "base": "tiny", "surgery": {"split": [1, 3]},
-                  "stages": [{"id": "s", "objective": "intermediate", "manifest": "train", "steps": 2,
-                              "batch_size": 2, "optimizer": {"lr": 0.01}}],
-                  "evaluation": {"manifests": ["eval"]}, **arm}],
+        "arms": [
+            {
+                "id": "X",
+                "kind": "recurrent",
+                "base": "tiny",
+                "surgery": {"split": [1, 3]},
+                "stages": [
+                    {
+                        "id": "s",
+                        "objective": "intermediate",
+                        "manifest": "train",
+                        "steps": 2,
+                        "batch_size": 2,
+                        "optimizer": {"lr": 0.01},
+                    }
+                ],
+                "evaluation": {"manifests": ["eval"]},
+                **arm,
+            }
+        ],
     }
     return parse_protocol(yaml.safe_dump(document))
 
@@ -49,8 +82,12 @@ def runtime_of(arm: dict):
 
 
 def test_every_concat_bridge_option_reaches_the_model() -> None:
-    _, runtime = runtime_of({"bridge": {"kind": "concat", "init": "default", "initial_state": "prelude", "sigma": 0.25},
-                             "budget": {"kind": "full_block"}})
+    _, runtime = runtime_of(
+        {
+            "bridge": {"kind": "concat", "init": "default", "initial_state": "prelude", "sigma": 0.25},
+            "budget": {"kind": "full_block"},
+        }
+    )
     model = runtime.model
     assert (model.s0, model.s0_sigma, model.bridge.init) == ("prelude", 0.25, "default")
     _, runtime = runtime_of({"bridge": {"kind": "concat"}, "budget": {"kind": "full_block"}})
@@ -58,8 +95,12 @@ def test_every_concat_bridge_option_reaches_the_model() -> None:
 
 
 def test_split_bridge_options_reach_the_model_and_survive_unloading_the_adapter() -> None:
-    _, runtime = runtime_of({"bridge": {"kind": "split", "reentry": "answer", "state_norm": True},
-                             "budget": {"kind": "adapter", "rank": 2, "alpha": 4}})
+    _, runtime = runtime_of(
+        {
+            "bridge": {"kind": "split", "reentry": "answer", "state_norm": True},
+            "budget": {"kind": "adapter", "rank": 2, "alpha": 4},
+        }
+    )
     model = runtime.model
     assert isinstance(model, AdapterRecurrentLM) and model.reentry == "answer" and model.bridge.state_norm
     unloaded = unload_adapter(model)
@@ -78,10 +119,14 @@ def test_an_adapter_step_on_depth_one_rows_trains_nothing_and_does_not_fail() ->
 
 
 def test_ledger_params_counts_what_the_runtime_trains(tmp_path: Path) -> None:
-    for arm in ({"bridge": {"kind": "split", "reentry": "answer"}, "budget": {"kind": "full_block"}},
-                {"bridge": {"kind": "split"}, "budget": {"kind": "adapter", "rank": 2, "alpha": 4}},
-                {"bridge": {"kind": "concat"}, "budget": {"kind": "full_block"}}):
+    for arm in (
+        {"bridge": {"kind": "split", "reentry": "answer"}, "budget": {"kind": "full_block"}},
+        {"bridge": {"kind": "split"}, "budget": {"kind": "adapter", "rank": 2, "alpha": 4}},
+        {"bridge": {"kind": "concat"}, "budget": {"kind": "full_block"}},
+    ):
         protocol, runtime = runtime_of(arm)
-        trained = sum(p.numel() for group in runtime.named_groups().values() for p in {id(p): p for p in group}.values())
+        trained = sum(
+            p.numel() for group in runtime.named_groups().values() for p in {id(p): p for p in group}.values()
+        )
         (counted,) = protocol_params(protocol)
         assert counted.trainable == trained, arm

@@ -15,28 +15,27 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from arms.bases.loading import (  # noqa: E402
+from arms.bases.loading import (
     BaseModelNotFound,
     load_base,
     qwen25_05b_config,
     smollm2_gguf_path,
     tiny_qwen2_config,
 )
-from arms.model.bridges import ConcatAdapter, SplitBridge  # noqa: E402
-from arms.model.recurrent import RecurrentLM, last_token_positions, positions_from_mask  # noqa: E402
-from arms.model.surgery import SurgeryError, make_surgery, split_surgery, tuple_surgery  # noqa: E402
+from arms.model.bridges import ConcatAdapter, SplitBridge
+from arms.model.recurrent import RecurrentLM, last_token_positions, positions_from_mask
+from arms.model.surgery import SurgeryError, make_surgery, split_surgery, tuple_surgery
 
 # tests/ is on sys.path under pytest's default (prepend) import mode; the package
 # form covers runs where tests/ is a package.
-try:  # noqa: E402
-    from model_fixtures import ATTN_IMPLEMENTATIONS, left_padded_batch, smollm2, tiny_qwen2  # noqa: F401
+try:
+    from model_fixtures import ATTN_IMPLEMENTATIONS, left_padded_batch, smollm2, tiny_qwen2
 except ImportError:  # pragma: no cover
     from model_fixtures import ATTN_IMPLEMENTATIONS, left_padded_batch, smollm2, tiny_qwen2  # noqa: F401
 
@@ -218,7 +217,7 @@ def test_return_states_are_the_block_outputs_at_the_answer_position():
     rlm = RecurrentLM.build(model, split=(2, 4), bridge="split").eval()
     ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
     with torch.no_grad():
-        readouts, states = rlm(ids, mask, loops=2, return_states=True)
+        _readouts, states = rlm(ids, mask, loops=2, return_states=True)
         # at loop 1 the state after the block is the base's hidden state after layer 3
         hidden = model(
             input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask), output_hidden_states=True
@@ -249,7 +248,6 @@ def test_no_grad_loops_keep_gradients_only_for_the_last_loops():
         rlm(ids, mask, loops=0)
 
 
-
 @pytest.mark.parametrize("design", ["split", "split-answer", "concat-zeros"])
 def test_rows_stop_at_their_depth_with_the_same_values_and_gradients(design):
     model = tiny_qwen2()
@@ -264,13 +262,15 @@ def test_rows_stop_at_their_depth_with_the_same_values_and_gradients(design):
     depths = torch.tensor([2, 4, 1, 3, 4])
     full, full_states = rlm(ids, mask, loops=4, return_states=True)
     early, early_states = rlm(ids, mask, loops=4, return_states=True, depths=depths)
-    inside = (torch.arange(1, 5)[:, None] <= depths[None, :])  # [loops, batch]
+    inside = torch.arange(1, 5)[:, None] <= depths[None, :]  # [loops, batch]
     assert torch.allclose(early[inside], full[inside], **TINY_TOL), (early[inside] - full[inside]).abs().max()
     assert torch.allclose(early_states[inside], full_states[inside], **TINY_TOL)
     assert not early[~inside].any() and not early_states[~inside].any()  # past the depth: zeros
     # a loss that reads only the cells inside each row's depth gets the same gradients
-    weights = [model.model.layers[2].mlp.up_proj.weight,
-               rlm.bridge.P_h.weight if design.startswith("split") else rlm.bridge.proj.weight]
+    weights = [
+        model.model.layers[2].mlp.up_proj.weight,
+        rlm.bridge.P_h.weight if design.startswith("split") else rlm.bridge.proj.weight,
+    ]
     g_full = torch.autograd.grad(full[inside].logsumexp(-1).sum(), weights)
     g_early = torch.autograd.grad(early[inside].logsumexp(-1).sum(), weights)
     for a, b in zip(g_full, g_early):
@@ -477,7 +477,7 @@ def test_load_base_reads_the_local_hub_cache_and_never_downloads(tmp_path):
 def test_unknown_hub_id_raises_base_model_not_found_in_process(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
-    with pytest.raises(BaseModelNotFound, match="bases.<name>.source"):
+    with pytest.raises(BaseModelNotFound, match=r"bases\.<name>\.source"):
         load_base("ledger-tests/no-such-model-xyz")  # offline: no network retries (timings belong in bench/)
 
 
@@ -568,7 +568,7 @@ def test_smollm2_tuple_surgery_selects_front_and_back_layers(smollm2):
     model, _ = smollm2
     layers = model.model.layers
     s = make_surgery(model, tuple_=(4, 8, 4))
-    assert all(a is layers[i] for a, i in zip(s.prelude, range(0, 4)))
+    assert all(a is layers[i] for a, i in zip(s.prelude, range(4)))
     assert all(a is layers[i] for a, i in zip(s.block, range(18, 26)))
     assert all(a is layers[i] for a, i in zip(s.coda, range(26, 30)))
     assert all(a is layers[i] for a, i in zip(s.dropped, range(4, 18)))
@@ -648,7 +648,8 @@ def test_answer_reentry_keeps_the_prompt_at_its_loop1_values(reentry):
     outputs = []
     last_block_layer = model.model.layers[rlm.surgery.block_idx[-1]]
     handle = last_block_layer.register_forward_hook(
-        lambda module, args, out: outputs.append((out[0] if isinstance(out, tuple) else out).clone()))
+        lambda module, args, out: outputs.append((out[0] if isinstance(out, tuple) else out).clone())
+    )
     try:
         with torch.no_grad():
             readouts = rlm(ids, mask, loops=4)
@@ -666,7 +667,7 @@ def test_answer_reentry_keeps_the_prompt_at_its_loop1_values(reentry):
     with torch.no_grad():
         assert torch.equal(readouts[0], _base_last_logits(model, ids, mask))  # loop 1: the identity route
         # a row gives the same readouts alone as in the padded batch
-        alone = rlm(ids[2:3, -LENGTHS[2]:], mask[2:3, -LENGTHS[2]:], loops=4)
+        alone = rlm(ids[2:3, -LENGTHS[2] :], mask[2:3, -LENGTHS[2] :], loops=4)
     assert torch.allclose(alone[:, 0], readouts[:, 2], atol=1e-5)
 
 

@@ -25,22 +25,23 @@ pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 nn = torch.nn
 
-from arms.train.audits import gradient_audit  # noqa: E402
-from arms.bases.loading import tiny_qwen2_config  # noqa: E402
-from arms.train.optim import UpdateAuditError, build_optimizer, update_audit  # noqa: E402
-from arms.model.recurrent import RecurrentLM  # noqa: E402
-from arms.train.step import take_step  # noqa: E402
-from arms.train.recurrent import (  # noqa: E402
+from arms.bases.loading import tiny_qwen2_config
+from arms.model.recurrent import RecurrentLM
+from arms.train.audits import gradient_audit
+from arms.train.objectives import IGNORE_INDEX
+from arms.train.optim import build_optimizer
+from arms.train.recurrent import (
     accuracy_by_loop,
     evaluate_loops,
     make_recurrent_batch,
     objective_loss,
-    recurrent_loss,
     per_loop_accuracy,
+    recurrent_loss,
 )
-from arms.train.objectives import IGNORE_INDEX  # noqa: E402
-from ledger.rows.manifest import Row  # noqa: E402
-from ledger.reader.shared import Reader  # noqa: E402
+from arms.train.step import take_step
+from arms.train.update_audit import UpdateAuditError, update_audit
+from ledger.reader.shared import Reader
+from ledger.rows.manifest import Row
 
 pytestmark = pytest.mark.models
 
@@ -63,9 +64,18 @@ def make_row(start: str, depth: int, prompt: str | None = None) -> Row:
     path = [start]
     for _ in range(depth):
         path.append(PERM[path[-1]])
-    return Row(row_id=f"a_d{depth}_{start}", task="rule_chasing", surface="symbolic", depth=depth,
-               prompt=prompt or f"Start {start}", answer=path[-1], path=path, symbols=SYMBOLS,
-               table=dict(PERM), start=start)
+    return Row(
+        row_id=f"a_d{depth}_{start}",
+        task="rule_chasing",
+        surface="symbolic",
+        depth=depth,
+        prompt=prompt or f"Start {start}",
+        answer=path[-1],
+        path=path,
+        symbols=SYMBOLS,
+        table=dict(PERM),
+        start=start,
+    )
 
 
 def setup(dtype=torch.float64, seed: int = 0, perturb_bridge: bool = True):
@@ -76,9 +86,17 @@ def setup(dtype=torch.float64, seed: int = 0, perturb_bridge: bool = True):
     tok = word_tokenizer()
     reader = Reader(SYMBOLS, tok)
     torch.manual_seed(seed)
-    config = tiny_qwen2_config(vocab_size=len(tok), hidden_size=HIDDEN, intermediate_size=64, num_hidden_layers=4,
-                               num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id,
-                               bos_token_id=None, eos_token_id=None)
+    config = tiny_qwen2_config(
+        vocab_size=len(tok),
+        hidden_size=HIDDEN,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
     # sdpa, not eager: transformers' eager attention in float64 turns a left-padded row
     # into NaN (finfo(float64).min + score overflows to -inf; an all-masked pad query
     # row softmaxes to NaN, and 0 * NaN reaches the real positions through V).
@@ -123,10 +141,20 @@ def float64_exact(monkeypatch):
     monkeypatch.setattr(modeling_qwen2.Qwen2RMSNorm, "forward", forward)
 
 
-BRIDGE = ["bridge.norm.weight", "bridge.norm.bias", "bridge.P_p.weight", "bridge.P_h.weight", "bridge.P_h.bias",
-          "bridge.g"]
-BLOCK = ["base.model.layers.1.self_attn.q_proj.weight", "base.model.layers.1.self_attn.v_proj.bias",
-         "base.model.layers.2.mlp.down_proj.weight", "base.model.layers.2.input_layernorm.weight"]
+BRIDGE = [
+    "bridge.norm.weight",
+    "bridge.norm.bias",
+    "bridge.P_p.weight",
+    "bridge.P_h.weight",
+    "bridge.P_h.bias",
+    "bridge.g",
+]
+BLOCK = [
+    "base.model.layers.1.self_attn.q_proj.weight",
+    "base.model.layers.1.self_attn.v_proj.bias",
+    "base.model.layers.2.mlp.down_proj.weight",
+    "base.model.layers.2.input_layernorm.weight",
+]
 
 
 def _named(model, names):
@@ -216,13 +244,26 @@ def test_update_audit_separate_bridge_tensors_pass_with_adamw():
     model, _, batch = setup(dtype=torch.float32)
     br = model.bridge
     block = [p for n, p in model.named_parameters() if n.startswith("base.model.layers.1.")]
-    opt = build_optimizer({"P_p": [br.P_p.weight], "P_h": [br.P_h.weight, br.P_h.bias], "block": block},
-                          kind="adamw", lr=1e-3, weight_decay=0.0, group_lr_multipliers={"P_p": 0.1})
+    opt = build_optimizer(
+        {"P_p": [br.P_p.weight], "P_h": [br.P_h.weight, br.P_h.bias], "block": block},
+        kind="adamw",
+        lr=1e-3,
+        weight_decay=0.0,
+        group_lr_multipliers={"P_p": 0.1},
+    )
     assert {g["name"]: g["lr"] for g in opt.param_groups} == pytest.approx({"P_p": 1e-4, "P_h": 1e-3, "block": 1e-3})
-    report = update_audit(model, _step_fn(model, batch, opt),
-                          {"P_p": ["bridge.P_p.weight"], "P_h": ["bridge.P_h.weight", "bridge.P_h.bias"],
-                           "block": [n for n, _ in model.named_parameters() if n.startswith("base.model.layers.1.")]},
-                          {"P_p": 1e-4, "P_h": 1e-3, "block": 1e-3}, tolerance=0.25, optimizer=opt)
+    report = update_audit(
+        model,
+        _step_fn(model, batch, opt),
+        {
+            "P_p": ["bridge.P_p.weight"],
+            "P_h": ["bridge.P_h.weight", "bridge.P_h.bias"],
+            "block": [n for n, _ in model.named_parameters() if n.startswith("base.model.layers.1.")],
+        },
+        {"P_p": 1e-4, "P_h": 1e-3, "block": 1e-3},
+        tolerance=0.25,
+        optimizer=opt,
+    )
     print("\n" + report.summary())
     assert report.passed
     assert report.groups["P_p"].realised_ratio == pytest.approx(0.1, rel=0.05)
@@ -239,10 +280,17 @@ def test_update_audit_catches_a_slice_scaled_lr_on_p_h():
     try:
         opt = build_optimizer({"P_h": [w]}, kind="adamw", lr=1e-3, weight_decay=0.0)
         with pytest.raises(UpdateAuditError) as err:
-            update_audit(model, _step_fn(model, batch, opt),
-                         {"P_h_top": [("bridge.P_h.weight", slice(0, half))],
-                          "P_h_bottom": [("bridge.P_h.weight", slice(half, None))]},
-                         {"P_h_top": 1e-4, "P_h_bottom": 1e-3}, tolerance=0.25, optimizer=opt)
+            update_audit(
+                model,
+                _step_fn(model, batch, opt),
+                {
+                    "P_h_top": [("bridge.P_h.weight", slice(0, half))],
+                    "P_h_bottom": [("bridge.P_h.weight", slice(half, None))],
+                },
+                {"P_h_top": 1e-4, "P_h_bottom": 1e-3},
+                tolerance=0.25,
+                optimizer=opt,
+            )
     finally:
         handle.remove()
     report = err.value.report
@@ -290,8 +338,9 @@ def test_train_step_objectives_and_errors():
         recurrent_loss(model, batch, loops=3)
     # every cell in a no-grad loop: nothing is updated
     before = [p.detach().clone() for p in model.parameters()]
-    step = take_step(opt, lambda: recurrent_loss(model, batch, objective="outcome", no_grad_loops=4).loss,
-                     model.parameters())
+    step = take_step(
+        opt, lambda: recurrent_loss(model, batch, objective="outcome", no_grad_loops=4).loss, model.parameters()
+    )
     assert not step.updated and all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     outputs = []
 

@@ -9,17 +9,19 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from arms.train.optim import GroupedOptimizer, build_optimizer  # noqa: E402
-from arms.train.objectives import (  # noqa: E402
+from arms.train.objectives import (
     IGNORE_INDEX,
-    ForcedRecurrence,
-    PoissonLognormalSampler,
     anneal_loss,
     anneal_weight,
-    curriculum_mean,
     encode_path_targets,
     intermediate_loss,
     outcome_loss,
+)
+from arms.train.optim import GroupedOptimizer, build_optimizer
+from arms.train.recurrence import (
+    ForcedRecurrence,
+    PoissonLognormalSampler,
+    curriculum_mean,
     run_truncated_recurrence,
     split_no_grad,
     step_seed,
@@ -53,7 +55,7 @@ def batch():
 
 
 def test_encode_path_targets_drops_start_and_pads(batch):
-    symbols, paths, targets, answers, depths = batch
+    symbols, _paths, targets, answers, depths = batch
     assert depths.tolist() == [3, 1, 4]
     assert targets.shape == (3, 5)
     assert targets[0, :3].tolist() == [symbols.index(c) for c in "MEK"]
@@ -98,10 +100,14 @@ def test_intermediate_loss_masks_loops_beyond_depth(batch):
     assert torch.all(g[~masked].abs().sum(-1) > 0)
     # the mean is over active cells: 3 + 1 + 4 = 8 cells
     ce = torch.nn.functional.cross_entropy
-    manual = sum(
-        ce(logits[t - 1, b][None], targets[b, t - 1][None]).item()
-        for b in range(3) for t in range(1, int(depths[b]) + 1)
-    ) / 8
+    manual = (
+        sum(
+            ce(logits[t - 1, b][None], targets[b, t - 1][None]).item()
+            for b in range(3)
+            for t in range(1, int(depths[b]) + 1)
+        )
+        / 8
+    )
     assert base.item() == pytest.approx(manual, rel=1e-12)
 
 
@@ -116,10 +122,12 @@ def test_outcome_loss_reads_only_the_depth_loop(batch):
             if t != int(depths[b]):
                 changed[t - 1, b] = torch.randn(len(symbols), generator=gen, dtype=torch.float64) * 100
     assert outcome_loss(changed, answers, depths).item() == base.item()
-    manual = np.mean([
-        torch.nn.functional.cross_entropy(logits[int(depths[b]) - 1, b][None], answers[b][None]).item()
-        for b in range(3)
-    ])
+    manual = np.mean(
+        [
+            torch.nn.functional.cross_entropy(logits[int(depths[b]) - 1, b][None], answers[b][None]).item()
+            for b in range(3)
+        ]
+    )
     assert base.item() == pytest.approx(manual, rel=1e-12)
 
 
@@ -157,7 +165,8 @@ def test_anneal_weight_schedule_and_loss(batch):
     li, lo = intermediate_loss(logits, targets, depths), outcome_loss(logits, answers, depths)
     for w in (0.0, 0.25, 1.0):
         assert anneal_loss(logits, targets, answers, depths, w).item() == pytest.approx(
-            w * li.item() + (1 - w) * lo.item(), rel=1e-12)
+            w * li.item() + (1 - w) * lo.item(), rel=1e-12
+        )
 
 
 # ----------------------------------------------------------------------------- recurrence
@@ -252,8 +261,10 @@ def test_curriculum_shapes():
     oms = curriculum_mean(50, 100, 0, 10, 1.0, "one_minus_sqrt")
     assert lin == pytest.approx(5.0)
     assert oms == pytest.approx(10 * (1 - math.sqrt(0.5)))
-    assert all(curriculum_mean(s, 100, 0, 10, 1.0, "one_minus_sqrt")
-               <= curriculum_mean(s, 100, 0, 10, 1.0, "linear") + 1e-12 for s in range(101))
+    assert all(
+        curriculum_mean(s, 100, 0, 10, 1.0, "one_minus_sqrt") <= curriculum_mean(s, 100, 0, 10, 1.0, "linear") + 1e-12
+        for s in range(101)
+    )
     with pytest.raises(ValueError):
         curriculum_mean(0, 100, 0, 10, 0.5, "cosine")
 
@@ -263,8 +274,12 @@ def test_curriculum_shapes():
 
 def _params():
     torch.manual_seed(0)
-    return (torch.nn.Parameter(torch.randn(8, 8)), torch.nn.Parameter(torch.randn(8, 8)),
-            torch.nn.Parameter(torch.randn(8)), torch.nn.Parameter(torch.tensor(1.0)))
+    return (
+        torch.nn.Parameter(torch.randn(8, 8)),
+        torch.nn.Parameter(torch.randn(8, 8)),
+        torch.nn.Parameter(torch.randn(8)),
+        torch.nn.Parameter(torch.tensor(1.0)),
+    )
 
 
 def test_build_optimizer_refuses_parameter_in_two_groups():
@@ -296,7 +311,7 @@ def test_build_optimizer_refuses_per_slice_learning_rates():
 
 
 def test_build_optimizer_refuses_other_misconfigurations():
-    a, b, _, _ = _params()
+    a, _b, _, _ = _params()
     with pytest.raises(ValueError, match="empty"):
         build_optimizer({"x": [a], "y": []}, lr=1e-3)
     with pytest.raises(ValueError, match="unknown groups"):
@@ -312,21 +327,30 @@ def test_build_optimizer_refuses_other_misconfigurations():
 
 def test_build_optimizer_adamw_groups_and_state_roundtrip():
     a, b, c, g = _params()
-    opt = build_optimizer({"P_p": [a], "P_h": [b, c], "gate": [g]}, kind="adamw", lr=1e-3,
-                          weight_decay=0.01, group_lr_multipliers={"P_p": 0.1})
+    opt = build_optimizer(
+        {"P_p": [a], "P_h": [b, c], "gate": [g]},
+        kind="adamw",
+        lr=1e-3,
+        weight_decay=0.01,
+        group_lr_multipliers={"P_p": 0.1},
+    )
     assert isinstance(opt, GroupedOptimizer)
     lrs = {pg["name"]: pg["lr"] for pg in opt.param_groups}
     assert lrs == pytest.approx({"P_p": 1e-4, "P_h": 1e-3, "gate": 1e-3})
     (a.sum() + b.sum() + c.sum() + g).backward()
     opt.step()
     sd = opt.state_dict()
-    opt2 = build_optimizer({"P_p": [a], "P_h": [b, c], "gate": [g]}, kind="adamw", lr=1e-3,
-                           weight_decay=0.01, group_lr_multipliers={"P_p": 0.1})
+    opt2 = build_optimizer(
+        {"P_p": [a], "P_h": [b, c], "gate": [g]},
+        kind="adamw",
+        lr=1e-3,
+        weight_decay=0.01,
+        group_lr_multipliers={"P_p": 0.1},
+    )
     opt2.load_state_dict(sd)
     assert int(opt2.optimizers["adamw"].state_dict()["state"][0]["step"]) == 1
     opt.set_lr_scale(0.5)
-    assert {pg["name"]: pg["lr"] for pg in opt.param_groups} == pytest.approx(
-        {"P_p": 5e-5, "P_h": 5e-4, "gate": 5e-4})
+    assert {pg["name"]: pg["lr"] for pg in opt.param_groups} == pytest.approx({"P_p": 5e-5, "P_h": 5e-4, "gate": 5e-4})
     opt.zero_grad()
     assert a.grad is None
 
@@ -334,8 +358,14 @@ def test_build_optimizer_adamw_groups_and_state_roundtrip():
 def test_build_optimizer_muon_routes_matrices():
     a, b, c, g = _params()
     emb = torch.nn.Parameter(torch.randn(20, 8))
-    opt = build_optimizer({"block": [a, c], "bridge": [b, g], "embed_tokens": [emb]}, kind="muon",
-                          lr=1e-3, weight_decay=0.0, group_lr_multipliers={"bridge": 2.0}, adamw_lr=1e-4)
+    opt = build_optimizer(
+        {"block": [a, c], "bridge": [b, g], "embed_tokens": [emb]},
+        kind="muon",
+        lr=1e-3,
+        weight_decay=0.0,
+        group_lr_multipliers={"bridge": 2.0},
+        adamw_lr=1e-4,
+    )
     assert opt.optimizer_of(a) == "muon" and opt.optimizer_of(b) == "muon"
     assert opt.optimizer_of(c) == "adamw" and opt.optimizer_of(g) == "adamw"
     assert opt.optimizer_of(emb) == "adamw"  # embeddings never go to Muon
@@ -357,8 +387,8 @@ def test_build_optimizer_muon_routes_matrices():
 
 # ----------------------------------------------------------------------------- properties
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 @settings(max_examples=200, deadline=None)
@@ -369,8 +399,14 @@ def test_split_no_grad_properties(r, s):
 
 
 @settings(max_examples=200, deadline=None)
-@given(step=st.integers(0, 2000), total=st.integers(1, 2000), start=st.floats(0.5, 8), end=st.floats(8, 64),
-       fraction=st.floats(0, 1), kind=st.sampled_from(["linear", "one_minus_sqrt"]))
+@given(
+    step=st.integers(0, 2000),
+    total=st.integers(1, 2000),
+    start=st.floats(0.5, 8),
+    end=st.floats(8, 64),
+    fraction=st.floats(0, 1),
+    kind=st.sampled_from(["linear", "one_minus_sqrt"]),
+)
 def test_curriculum_stays_between_endpoints(step, total, start, end, fraction, kind):
     v = curriculum_mean(step, total, start, end, fraction, kind)
     assert start - 1e-9 <= v <= end + 1e-9

@@ -80,9 +80,14 @@ def project(tmp_path, monkeypatch):
             store.add_evidence(
                 [
                     {
-                        "run_id": run_id, "manifest_sha256": manifest.sha256, "row_id": row.row_id, "arm": arm,
-                        "checkpoint_sha256": checkpoint, "loop": row.depth if arm == "A" else 0,
-                        "prediction": row.answer, "correct": arm == "A" or row.depth == 1,
+                        "run_id": run_id,
+                        "manifest_sha256": manifest.sha256,
+                        "row_id": row.row_id,
+                        "arm": arm,
+                        "checkpoint_sha256": checkpoint,
+                        "loop": row.depth if arm == "A" else 0,
+                        "prediction": row.answer,
+                        "correct": arm == "A" or row.depth == 1,
                     }
                     for row in manifest.rows
                 ]
@@ -193,13 +198,24 @@ def test_a_claim_without_all_its_evidence_records_no_first_outcome(project, caps
     def arm_runs(arm: str) -> None:  # the same evidence the fixture writes, one arm at a time
         with open_store(db) as store:
             run_id = store.add_run(run_id=f"eval-{arm}", protocol_sha256=protocol.sha256, arm=arm)
-            checkpoint = store.add_checkpoint(path=str(checkpoint_files[arm]), arm=arm, status="promoted", run_id=run_id)
-            store.add_evidence([
-                {"run_id": run_id, "manifest_sha256": manifest.sha256, "row_id": row.row_id, "arm": arm,
-                 "checkpoint_sha256": checkpoint, "loop": row.depth if arm == "A" else 0, "prediction": row.answer,
-                 "correct": arm == "A" or row.depth == 1}
-                for row in manifest.rows
-            ])
+            checkpoint = store.add_checkpoint(
+                path=str(checkpoint_files[arm]), arm=arm, status="promoted", run_id=run_id
+            )
+            store.add_evidence(
+                [
+                    {
+                        "run_id": run_id,
+                        "manifest_sha256": manifest.sha256,
+                        "row_id": row.row_id,
+                        "arm": arm,
+                        "checkpoint_sha256": checkpoint,
+                        "loop": row.depth if arm == "A" else 0,
+                        "prediction": row.answer,
+                        "correct": arm == "A" or row.depth == 1,
+                    }
+                    for row in manifest.rows
+                ]
+            )
 
     def recorded() -> dict[str, str]:
         with open_store(db) as store:
@@ -282,7 +298,7 @@ def test_deviation_is_recorded_and_flags_dependent_claims(project, capsys):
 
 
 def test_head_and_since_head(project, capsys):
-    tmp_path, db, _ = project
+    _tmp_path, db, _ = project
     capsys.readouterr()
     assert run("head", "--db", db) == 0
     head = capsys.readouterr().out.strip()
@@ -297,11 +313,28 @@ def test_head_and_since_head(project, capsys):
 def test_query_is_read_only_and_formats(project, capsys):
     _, db, _ = project
     capsys.readouterr()
-    assert run("query", "SELECT arm, COUNT(*) AS n FROM evidence GROUP BY arm ORDER BY arm", "--db", db, "--format", "csv") == 0
+    assert (
+        run("query", "SELECT arm, COUNT(*) AS n FROM evidence GROUP BY arm ORDER BY arm", "--db", db, "--format", "csv")
+        == 0
+    )
     assert capsys.readouterr().out.splitlines() == ["arm,n", "A,24", "B,24"]
-    assert run("query", "SELECT arm, depth, accuracy FROM v_accuracy_by_arm_depth ORDER BY arm, depth", "--db", db, "--format", "json") == 0
+    assert (
+        run(
+            "query",
+            "SELECT arm, depth, accuracy FROM v_accuracy_by_arm_depth ORDER BY arm, depth",
+            "--db",
+            db,
+            "--format",
+            "json",
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
-    assert {(row["arm"], row["depth"], row["accuracy"]) for row in rows} >= {("A", 3, 1.0), ("B", 1, 1.0), ("B", 3, 0.0)}
+    assert {(row["arm"], row["depth"], row["accuracy"]) for row in rows} >= {
+        ("A", 3, 1.0),
+        ("B", 1, 1.0),
+        ("B", 3, 0.0),
+    }
     for statement in ("DELETE FROM evidence", "INSERT INTO runs(run_id) VALUES ('x')", "DROP TABLE rows"):
         assert run("query", statement, "--db", db) == 3
     assert "refused" in capsys.readouterr().err
@@ -316,8 +349,20 @@ def test_evidence_for_unregistered_protocol_is_refused(tmp_path):
         run_id = store.add_run(run_id="r")
         store.add_checkpoint(sha256="c" * 64, arm="A", status="promoted")
         with pytest.raises(PreregistrationRequired):
-            store.add_evidence([{"run_id": run_id, "manifest_sha256": sha, "row_id": manifest.rows[0].row_id,
-                                 "arm": "A", "checkpoint_sha256": "c" * 64, "loop": 1, "prediction": "A", "correct": True}])
+            store.add_evidence(
+                [
+                    {
+                        "run_id": run_id,
+                        "manifest_sha256": sha,
+                        "row_id": manifest.rows[0].row_id,
+                        "arm": "A",
+                        "checkpoint_sha256": "c" * 64,
+                        "loop": 1,
+                        "prediction": "A",
+                        "correct": True,
+                    }
+                ]
+            )
 
 
 def load_protocol_text(folder: Path):
@@ -399,7 +444,9 @@ def test_external_audit_verifies_from_an_empty_database(tmp_path, capsys, monkey
     connection = sqlite3.connect(tmp_path / "external.db")
     for (trigger,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         connection.execute(f'DROP TRIGGER "{trigger}"')
-    connection.execute("UPDATE evidence SET correct = 1 WHERE arm = 'B' AND correct = 0 AND id = (SELECT MIN(id) FROM evidence WHERE arm = 'B' AND correct = 0)")
+    connection.execute(
+        "UPDATE evidence SET correct = 1 WHERE arm = 'B' AND correct = 0 AND id = (SELECT MIN(id) FROM evidence WHERE arm = 'B' AND correct = 0)"
+    )
     connection.commit()
     connection.close()
     code, report = verify_json(db, "claims/external/", capsys=capsys)
@@ -409,8 +456,9 @@ def test_external_audit_verifies_from_an_empty_database(tmp_path, capsys, monkey
 
 def test_verify_names_the_table_for_a_tamper_in_every_table(tmp_path, capsys):
     """Every domain table, populated by the store's example writer, then one field altered behind its back."""
-    from ledger.store import DOMAIN_TABLES
     from store_helpers import populate_example
+
+    from ledger.store import DOMAIN_TABLES
 
     db_path = tmp_path / "example.db"
     with open_store(f"sqlite:///{db_path}") as store:
@@ -433,7 +481,9 @@ def test_verify_names_the_table_for_a_tamper_in_every_table(tmp_path, capsys):
         assert changed == 1, f"the example writer left {table} empty"
         code, report = verify_json(f"sqlite:///{db_path}", str(tmp_path / "noclaims"), capsys=capsys)
         assert code == 4, table
-        assert any(problem.startswith(f"{table} ") or f" {table} " in problem for problem in report["chain_problems"]), (table, report["chain_problems"])
+        assert any(
+            problem.startswith(f"{table} ") or f" {table} " in problem for problem in report["chain_problems"]
+        ), (table, report["chain_problems"])
 
 
 def test_verify_and_the_statistics_import_without_the_heavy_libraries():

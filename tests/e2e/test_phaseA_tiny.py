@@ -25,8 +25,14 @@ pytestmark = pytest.mark.models
 
 
 def ledger_cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ledger", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "ledger", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=dict(os.environ),
+    )
 
 
 class _Images(HTMLParser):
@@ -49,7 +55,7 @@ def tiny_run(tmp_path_factory):
 
 
 def test_phaseA_tiny_runs_end_to_end_and_its_claims_verify(tiny_run):
-    folder, db, stdout = tiny_run
+    _folder, db, stdout = tiny_run
     for arm in ("A", "E", "B", "C", "D"):
         assert f"│ {arm}   │ complete" in stdout, stdout
     verified = ledger_cli("verify", "claims/phaseA-tiny.yaml", "--db", db, "--json")

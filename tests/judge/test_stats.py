@@ -81,22 +81,20 @@ def _reader_function():
     return getattr(reader, "read_generated_text", _read_generated_text_locally)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _table_symbols() -> dict[str, frozenset[str]]:
     with open(PHASE_A / "frozen_rows.jsonl") as handle:
         rows = [json.loads(line) for line in handle]
     return {row["id"]: frozenset(row["mapping"]) | frozenset(row["mapping"].values()) for row in rows}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _arm_a_hits() -> dict[str, tuple[int, bool]]:
     with open(PHASE_A / "arm_A_rows.jsonl") as handle:
-        return {
-            row["id"]: (row["depth"], bool(row["same_reader_final_hit"])) for row in map(json.loads, handle)
-        }
+        return {row["id"]: (row["depth"], bool(row["same_reader_final_hit"])) for row in map(json.loads, handle)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _dense_arm_hits(arm: str) -> dict[str, bool]:
     """Re-read a dense arm's continuations (its stored `correct` used a wrong reader)."""
     read = _reader_function()
@@ -338,7 +336,7 @@ PUBLISHED_TANGO_INTERVALS = [
 
 @pytest.mark.parametrize("table, confidence, decimals, expected", PUBLISHED_TANGO_INTERVALS)
 def test_tango_interval_matches_published_examples(table, confidence, decimals, expected):
-    both_right, helped, hurt, both_wrong = table
+    _both_right, helped, hurt, _both_wrong = table
     interval = tango_interval(helped, hurt, sum(table), confidence)
     assert (round(interval.lower, decimals), round(interval.upper, decimals)) == expected
     assert interval.estimate == pytest.approx((helped - hurt) / sum(table))
@@ -356,7 +354,9 @@ def _score_by_numerical_likelihood(helped: int, hurt: int, n: int, delta: float)
         )
 
     low, high = max(0.0, -delta) + 1e-12, (1.0 - delta) / 2 - 1e-12
-    fit = optimize.minimize_scalar(negative_log_likelihood, bounds=(low, high), method="bounded", options={"xatol": 1e-13})
+    fit = optimize.minimize_scalar(
+        negative_log_likelihood, bounds=(low, high), method="bounded", options={"xatol": 1e-13}
+    )
     variance = n * (2 * fit.x + delta * (1 - delta))
     return (helped - hurt - n * delta) / math.sqrt(variance)
 
@@ -473,7 +473,7 @@ def test_adjust_pvalues_requires_a_named_method():
 
 def test_frontier_constants():
     assert FRONTIER_BAR == 0.71
-    assert FRONTIER_BAR_EXACT ** 4 == pytest.approx(0.25)
+    assert pytest.approx(0.25) == FRONTIER_BAR_EXACT**4
     assert round(FRONTIER_BAR_EXACT, 2) == FRONTIER_BAR
     assert SENSITIVITY_BARS == (0.60, 0.80)
 

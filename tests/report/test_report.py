@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ledger.rows.builder import build_manifests
 from ledger.audit.preregistration import register
-from ledger.spec.loader import load_protocol
+from ledger.audit.recording import import_external, record_outcomes
+from ledger.audit.verify import verify
 from ledger.report.html import (
     active_label_grid,
     report_for_protocol_name,
@@ -30,9 +30,9 @@ from ledger.report.html import (
     support_depths_of,
     write_report,
 )
+from ledger.rows.builder import build_manifests
+from ledger.spec.loader import load_protocol
 from ledger.store import open_store
-from ledger.audit.recording import import_external, record_outcomes
-from ledger.audit.verify import verify
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -44,7 +44,7 @@ REFERENCE = ROOT.parent / "shared" / "reference" / RELEASE
 
 
 class _Node:
-    def __init__(self, tag: str, attrs: dict[str, str | None], parent: "_Node | None"):
+    def __init__(self, tag: str, attrs: dict[str, str | None], parent: _Node | None):
         self.tag, self.attrs, self.parent = tag, attrs, parent
         self.children: list[_Node] = []
         self.text_parts: list[str] = []
@@ -58,11 +58,14 @@ class _Node:
                 yield child
             yield from child.iter(tag)
 
-    def find_all(self, tag: str, **attrs: str) -> list["_Node"]:
+    def find_all(self, tag: str, **attrs: str) -> list[_Node]:
         return [
-            node for node in self.iter(tag)
-            if all(node.attrs.get(key.replace("_", "-") if key.startswith("data") else key) == value
-                   for key, value in attrs.items())
+            node
+            for node in self.iter(tag)
+            if all(
+                node.attrs.get(key.replace("_", "-") if key.startswith("data") else key) == value
+                for key, value in attrs.items()
+            )
         ]
 
     def has_class(self, name: str) -> bool:
@@ -146,8 +149,9 @@ def released(tmp_path_factory):
     assert len(record_outcomes(store, report)) == len(report.verdicts)
     shas, support = resolve_protocol(store, RELEASE)
     assert support is None  # a release has no training stages
-    html_path = write_report(store, shas, tmp / "out", title="Split bridge, external audit",
-                             support_depths=(1, 8), claim_prefix=RELEASE)
+    html_path = write_report(
+        store, shas, tmp / "out", title="Split bridge, external audit", support_depths=(1, 8), claim_prefix=RELEASE
+    )
     yield store, shas, html_path
     store.close()
 
@@ -191,8 +195,7 @@ def test_per_depth_accuracy_figure_for_phase_a_names_all_five_arms(released):
     assert {"A", "B", "C", "D", "E"} <= set(rows)
     # the paper's totals, from the final readings (loop = depth for A/E, loop 0 for B/C/D)
     totals = {arm: rows[arm].children[2].text() for arm in "ABCDE"}
-    assert totals == {"A": "1506 / 1792", "B": "496 / 1792", "C": "1292 / 1792", "D": "656 / 1792",
-                      "E": "1501 / 1792"}
+    assert totals == {"A": "1506 / 1792", "B": "496 / 1792", "C": "1292 / 1792", "D": "656 / 1792", "E": "1501 / 1792"}
     # ARC (multiple choice) is not a rule-chasing manifest: no per-depth figure for it
     names = {manifest.name for manifest in rule_chasing_manifests(store, shas)}
     assert names == {"phaseA", "persistence"}
@@ -269,8 +272,14 @@ def test_lineage_lists_every_imported_checkpoint(released):
 def test_report_is_deterministic(released, tmp_path):
     """Writing the report again (elsewhere) gives the same HTML and the same PNG bytes."""
     store, shas, html_path = released
-    again = write_report(store, shas, tmp_path / "again", title="Split bridge, external audit",
-                         support_depths=(1, 8), claim_prefix=RELEASE)
+    again = write_report(
+        store,
+        shas,
+        tmp_path / "again",
+        title="Split bridge, external audit",
+        support_depths=(1, 8),
+        claim_prefix=RELEASE,
+    )
     assert again.read_bytes() == html_path.read_bytes()
     figures = sorted((html_path.parent / "figures").glob("*.png"))
     assert [png.name for png in figures] == sorted(png.name for png in (again.parent / "figures").glob("*.png"))
@@ -333,33 +342,83 @@ def tiny(tmp_path_factory):
     base = store.add_checkpoint(sha256="b" * 64, arm="base", status="promoted", stage="base")
     train_run = store.add_run(run_id="train-A", kind="train", protocol_sha256=sha, arm="A")
     installed = store.add_checkpoint(
-        sha256="1" * 64, arm="A", status="promoted", parent_sha256=base, run_id=train_run, stage="install",
-        gate_results=[{"gate": "installation", "passed": True, "metric": "active_label_accuracy", "value": 0.95,
-                       "threshold": 0.9, "comparison": ">=", "action": "stop"}],
+        sha256="1" * 64,
+        arm="A",
+        status="promoted",
+        parent_sha256=base,
+        run_id=train_run,
+        stage="install",
+        gate_results=[
+            {
+                "gate": "installation",
+                "passed": True,
+                "metric": "active_label_accuracy",
+                "value": 0.95,
+                "threshold": 0.9,
+                "comparison": ">=",
+                "action": "stop",
+            }
+        ],
     )
     store.add_checkpoint(
-        sha256="2" * 64, arm="A", status="failed", parent_sha256=installed, run_id=train_run, stage="anneal",
-        gate_results=[{"gate": "tier1", "passed": False, "metric": "tier1_drop", "value": 0.0625,
-                       "threshold": 0.03, "comparison": "<=", "action": "stop"}],
+        sha256="2" * 64,
+        arm="A",
+        status="failed",
+        parent_sha256=installed,
+        run_id=train_run,
+        stage="anneal",
+        gate_results=[
+            {
+                "gate": "tier1",
+                "passed": False,
+                "metric": "tier1_drop",
+                "value": 0.0625,
+                "threshold": 0.03,
+                "comparison": "<=",
+                "action": "stop",
+            }
+        ],
     )
-    store.add_checkpoint(sha256="3" * 64, arm="A", status="exploratory", parent_sha256=base, run_id=train_run,
-                         stage="lr-probe")
-    dense = store.add_checkpoint(sha256="4" * 64, arm="B", status="promoted", parent_sha256=base, stage="sft",
-                                 run_id=store.add_run(run_id="train-B", kind="train", protocol_sha256=sha, arm="B"))
+    store.add_checkpoint(
+        sha256="3" * 64, arm="A", status="exploratory", parent_sha256=base, run_id=train_run, stage="lr-probe"
+    )
+    dense = store.add_checkpoint(
+        sha256="4" * 64,
+        arm="B",
+        status="promoted",
+        parent_sha256=base,
+        stage="sft",
+        run_id=store.add_run(run_id="train-B", kind="train", protocol_sha256=sha, arm="B"),
+    )
     eval_run = store.add_run(run_id="eval", kind="eval", protocol_sha256=sha)
     evidence = []
     for i, row in enumerate(manifest.rows):
         for loop in range(1, row.depth + 1):
-            evidence.append({
-                "run_id": eval_run, "manifest_sha256": manifest.sha256, "row_id": row.row_id, "arm": "A",
-                "checkpoint_sha256": installed, "loop": loop, "prediction": row.answer,
-                "correct": not (loop == row.depth == 4 and i % 2 == 0),
-                "latency_ms": 10.0 * loop + i % 3 if loop == row.depth else None,
-            })
-        evidence.append({
-            "run_id": eval_run, "manifest_sha256": manifest.sha256, "row_id": row.row_id, "arm": "B",
-            "checkpoint_sha256": dense, "loop": 0, "prediction": row.answer, "correct": row.depth <= 2,
-        })
+            evidence.append(
+                {
+                    "run_id": eval_run,
+                    "manifest_sha256": manifest.sha256,
+                    "row_id": row.row_id,
+                    "arm": "A",
+                    "checkpoint_sha256": installed,
+                    "loop": loop,
+                    "prediction": row.answer,
+                    "correct": not (loop == row.depth == 4 and i % 2 == 0),
+                    "latency_ms": 10.0 * loop + i % 3 if loop == row.depth else None,
+                }
+            )
+        evidence.append(
+            {
+                "run_id": eval_run,
+                "manifest_sha256": manifest.sha256,
+                "row_id": row.row_id,
+                "arm": "B",
+                "checkpoint_sha256": dense,
+                "loop": 0,
+                "prediction": row.answer,
+                "correct": row.depth <= 2,
+            }
+        )
     store.add_evidence(evidence)
     out = report_for_protocol_name(store, "tiny-report", tmp / "out")
     yield store, protocol, out
@@ -407,7 +466,12 @@ def test_lineage_nests_children_under_parents_with_gates(tiny):
     assert parent_checkpoint(nodes["2" * 64]) == "1" * 64
     assert parent_checkpoint(nodes["3" * 64]) == "b" * 64
     assert {sha: li.attrs["data-status"] for sha, li in nodes.items()} == {
-        "b" * 64: "promoted", "1" * 64: "promoted", "2" * 64: "failed", "3" * 64: "exploratory", "4" * 64: "promoted"}
+        "b" * 64: "promoted",
+        "1" * 64: "promoted",
+        "2" * 64: "failed",
+        "3" * 64: "exploratory",
+        "4" * 64: "promoted",
+    }
     failed_gate = [li for li in nodes["2" * 64].iter("li") if li.has_class("gate")]
     assert len(failed_gate) == 1
     text = failed_gate[0].text()

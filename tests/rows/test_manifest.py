@@ -16,7 +16,14 @@ from ledger.rows.tasks import generate, generate_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PHASE_A = {"surface": "symbolic", "symbols": "N16", "depth_range": (1, 14), "rows_per_depth": 128, "seed": 20260707, "split": "test"}
+PHASE_A = {
+    "surface": "symbolic",
+    "symbols": "N16",
+    "depth_range": (1, 14),
+    "rows_per_depth": 128,
+    "seed": 20260707,
+    "split": "test",
+}
 
 _CHILD = """
 from ledger.rows.tasks import generate_manifest
@@ -28,14 +35,18 @@ print(generate_manifest("c", "arithmetic", seed=5).sha256)
 
 def _child_hashes(hash_seed: str) -> list[str]:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", _CHILD], cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD], cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=120
+    )
     return out.stdout.split()
 
 
 def test_same_parameters_give_the_same_manifest_hash_in_separate_processes():
     expected = [
         generate_manifest("a", "rule_chasing", **PHASE_A).sha256,
-        generate_manifest("b", "rule_chasing", surface="relay", depth_range=(1, 23), rows_per_depth=8, seed=3, split="train").sha256,
+        generate_manifest(
+            "b", "rule_chasing", surface="relay", depth_range=(1, 23), rows_per_depth=8, seed=3, split="train"
+        ).sha256,
         generate_manifest("c", "arithmetic", seed=5).sha256,
     ]
     # different string-hash salts: nothing may depend on hash() or set order
@@ -125,7 +136,14 @@ def test_manifest_hash_ignores_crlf_in_an_exported_file(tmp_path):
 
 
 def _rows(seed, split="test", **extra):
-    params = {"surface": "symbolic", "depth_range": (1, 14), "rows_per_depth": 16, "seed": seed, "split": split, **extra}
+    params = {
+        "surface": "symbolic",
+        "depth_range": (1, 14),
+        "rows_per_depth": 16,
+        "seed": seed,
+        "split": split,
+        **extra,
+    }
     return generate("rule_chasing", **params)
 
 
@@ -176,11 +194,20 @@ def test_roles_may_hold_several_manifests():
     leak = Manifest(name="persistence", rows=(train.rows[7].model_copy(update={"row_id": "persist_d01_00000"}),))
     check_contamination({"train": [train], "dev": [dev], "eval": [eval_a]})
     with pytest.raises(ContaminationError) as info:
-        check_contamination({"train": [train], "dev": [dev], "eval": [eval_a, leak], "guardrail": [Manifest(name="tier1", rows=tuple(generate("arithmetic", seed=0)))]})
+        check_contamination(
+            {
+                "train": [train],
+                "dev": [dev],
+                "eval": [eval_a, leak],
+                "guardrail": [Manifest(name="tier1", rows=tuple(generate("arithmetic", seed=0)))],
+            }
+        )
     assert info.value.pairs == [("train", train.rows[7].row_id, "eval[persistence]", "persist_d01_00000")]
     # generators are consumed once, yet every train role still sees every eval role
     with pytest.raises(ContaminationError) as info:
-        check_contamination({"train_a": iter(train.rows), "train_b": iter(train.rows[:1]), "eval": (r for r in train.rows[:2])})
+        check_contamination(
+            {"train_a": iter(train.rows), "train_b": iter(train.rows[:1]), "eval": (r for r in train.rows[:2])}
+        )
     assert info.value.count == 3
     with pytest.raises(TypeError, match="expected Rows or Manifests"):
         check_contamination({"train": [1], "eval": []})
@@ -195,12 +222,36 @@ def test_table_less_rows_are_compared_by_prompt():
 # hash must never move under the same parameters: if one of these fails, the generator
 # changed, so restore it or add a new ``version`` and leave version 1 as it was.
 PINNED = [
-    ({"surface": "symbolic", "symbols": "N16", "depth_range": (1, 14), "rows_per_depth": 4, "seed": 0, "split": "test"},
-     "rule_chasing", "90dbdc4daf3e1adc5ca865dcf52dc86d14e524beca89d356f2db883daeafe0aa"),
-    ({"surface": "relay", "depth_range": (1, 23), "rows_per_depth": 2, "seed": 0, "split": "train"},
-     "rule_chasing", "6709ae8c06b597a8e71a69cfd866d88a8f547be298d900e025c7519b7bae2d3d"),
-    ({"surface": "pointer", "symbols": "N24", "depth_range": (1, 5), "rows_per_depth": 2, "seed": 0, "split": "val", "distractors": False},
-     "rule_chasing", "7509f78d29612cb5517021cb8ea19e1c445f0061ed1d7f2aa1282c2bcf16713b"),
+    (
+        {
+            "surface": "symbolic",
+            "symbols": "N16",
+            "depth_range": (1, 14),
+            "rows_per_depth": 4,
+            "seed": 0,
+            "split": "test",
+        },
+        "rule_chasing",
+        "90dbdc4daf3e1adc5ca865dcf52dc86d14e524beca89d356f2db883daeafe0aa",
+    ),
+    (
+        {"surface": "relay", "depth_range": (1, 23), "rows_per_depth": 2, "seed": 0, "split": "train"},
+        "rule_chasing",
+        "6709ae8c06b597a8e71a69cfd866d88a8f547be298d900e025c7519b7bae2d3d",
+    ),
+    (
+        {
+            "surface": "pointer",
+            "symbols": "N24",
+            "depth_range": (1, 5),
+            "rows_per_depth": 2,
+            "seed": 0,
+            "split": "val",
+            "distractors": False,
+        },
+        "rule_chasing",
+        "7509f78d29612cb5517021cb8ea19e1c445f0061ed1d7f2aa1282c2bcf16713b",
+    ),
     ({"seed": 0}, "arithmetic", "5ebb6a9172653e5af002f66e759bd79efdf5f89498a3ed49989315480554e43f"),
 ]
 

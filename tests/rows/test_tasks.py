@@ -34,7 +34,11 @@ FROZEN = Path("recurrent-qwen-svgd") / "phase_a" / "frozen_rows.jsonl"
 
 
 def _reference_file(relative: Path) -> Path | None:
-    candidates = [os.environ.get("LEDGER_REFERENCE_DIR"), ROOT / "shared" / "reference", ROOT.parent / "shared" / "reference"]
+    candidates = [
+        os.environ.get("LEDGER_REFERENCE_DIR"),
+        ROOT / "shared" / "reference",
+        ROOT.parent / "shared" / "reference",
+    ]
     for base in candidates:
         if base and (Path(base) / relative).is_file():
             return Path(base) / relative
@@ -86,7 +90,7 @@ def test_released_rows_have_distinct_orbits_consistent_with_their_tables(paper_r
         # ids: {split}_d{depth:02d}_{index:05d}, the index counting within the depth
         assert row["id"] == row_id("test", depth, per_depth[depth])
         per_depth[depth] += 1
-    assert per_depth == {d: 128 for d in range(1, 15)}
+    assert per_depth == dict.fromkeys(range(1, 15), 128)
 
 
 def _rest_of_table_stats(rows) -> dict:
@@ -122,7 +126,9 @@ def test_rest_of_table_matches_uniform_random_rules_in_paper_and_generator(paper
     rate (d+1)/16), and off-orbit symbols map anywhere, the orbit included. Our
     generator, on the same depths and alphabet, shows the same statistics."""
     paper = _rest_of_table_stats((r["depth"], r["mapping"], r["orbit"]) for r in paper_rows)
-    ours_rows = generate_rule_chasing(surface="symbolic", symbols="N16", depth_range=(1, 14), rows_per_depth=128, seed=7, split="test")
+    ours_rows = generate_rule_chasing(
+        surface="symbolic", symbols="N16", depth_range=(1, 14), rows_per_depth=128, seed=7, split="test"
+    )
     ours = _rest_of_table_stats((r.depth, r.table, r.path) for r in ours_rows)
     for stats in (paper, ours):
         assert abs(stats["last_z"]) < 4
@@ -152,7 +158,9 @@ def _assert_invariants(row, alphabet) -> None:
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(min_value=-(2**63), max_value=2**63), split=st.sampled_from(["test", "train", "val"]))
 def test_generated_rows_satisfy_invariants_n24(seed, split):
-    rows = generate_rule_chasing(surface="symbolic", symbols="N24", depth_range=(1, 23), rows_per_depth=2, seed=seed, split=split)
+    rows = generate_rule_chasing(
+        surface="symbolic", symbols="N24", depth_range=(1, 23), rows_per_depth=2, seed=seed, split=split
+    )
     assert [r.depth for r in rows] == [d for d in range(1, 24) for _ in range(2)]
     for row in rows:
         _assert_invariants(row, N24)
@@ -161,7 +169,9 @@ def test_generated_rows_satisfy_invariants_n24(seed, split):
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(min_value=0, max_value=2**64), surface=st.sampled_from(["symbolic", "relay", "pointer"]))
 def test_generated_rows_satisfy_invariants_n16(seed, surface):
-    rows = generate_rule_chasing(surface=surface, symbols="N16", depth_range=(1, 15), rows_per_depth=2, seed=seed, split="test")
+    rows = generate_rule_chasing(
+        surface=surface, symbols="N16", depth_range=(1, 15), rows_per_depth=2, seed=seed, split="test"
+    )
     for row in rows:
         _assert_invariants(row, N16)
         assert row.surface == surface
@@ -183,13 +193,21 @@ def test_make_table_orbit_and_closed_table_without_distractors(seed, depth):
 def test_row_ids_meta_and_order():
     rows = generate_rule_chasing(surface="symbolic", depth_range=(11, 12), rows_per_depth=3, seed=5, split="test")
     assert [r.row_id for r in rows] == [
-        "test_d11_00000", "test_d11_00001", "test_d11_00002",
-        "test_d12_00000", "test_d12_00001", "test_d12_00002",
+        "test_d11_00000",
+        "test_d11_00001",
+        "test_d11_00002",
+        "test_d12_00000",
+        "test_d12_00001",
+        "test_d12_00002",
     ]
     row = rows[4]
     assert row.symbols == list(N16)  # symbolic defaults to N16
     assert {k: row.meta[k] for k in ("generator", "version", "seed", "split", "index")} == {
-        "generator": "rule_chasing", "version": 1, "seed": 5, "split": "test", "index": 1,
+        "generator": "rule_chasing",
+        "version": 1,
+        "seed": 5,
+        "split": "test",
+        "index": 1,
     }
     assert row.meta["order"] == list(row.table)
     assert not row.prompt.endswith("Answer:")
@@ -197,7 +215,9 @@ def test_row_ids_meta_and_order():
 
 def test_prompt_rerenders_after_jsonl_round_trip(tmp_path):
     for surface in ("symbolic", "relay", "pointer"):
-        manifest = generate_manifest("m", "rule_chasing", surface=surface, depth_range=(1, 6), rows_per_depth=4, seed=3, split="test")
+        manifest = generate_manifest(
+            "m", "rule_chasing", surface=surface, depth_range=(1, 6), rows_per_depth=4, seed=3, split="test"
+        )
         back = Manifest.read_jsonl(manifest.write_jsonl(tmp_path / f"{surface}.jsonl"))
         assert back.sha256 == manifest.sha256
         for row in back.rows:
@@ -214,9 +234,18 @@ def test_alphabet_too_small_is_a_clear_error():
     with pytest.raises(ValueError, match=r"max depth 24 needs 25 distinct symbols but the alphabet has 24"):
         generate_rule_chasing(surface="relay", depth_range=(1, 24), rows_per_depth=1, seed=0, split="test")
     with pytest.raises(ValueError, match="alphabet has 3"):
-        generate_rule_chasing(surface="symbolic", symbols=["x", "y", "z"], depth_range=(1, 3), rows_per_depth=1, seed=0, split="test")
+        generate_rule_chasing(
+            surface="symbolic", symbols=["x", "y", "z"], depth_range=(1, 3), rows_per_depth=1, seed=0, split="test"
+        )
     # the boundary itself works
-    assert len(generate_rule_chasing(surface="symbolic", symbols="N16", depth_range=(15, 15), rows_per_depth=1, seed=0, split="t")) == 1
+    assert (
+        len(
+            generate_rule_chasing(
+                surface="symbolic", symbols="N16", depth_range=(15, 15), rows_per_depth=1, seed=0, split="t"
+            )
+        )
+        == 1
+    )
 
 
 @pytest.mark.parametrize(
@@ -299,7 +328,7 @@ def test_alphabets():
     for name, alphabet in ALPHABETS.items():
         assert resolve_alphabet(name) == alphabet
     assert resolve_alphabet(["x", "y"]) == ("x", "y")
-    with pytest.raises(ValueError, match="unknown alphabet 'N32'.*N16"):
+    with pytest.raises(ValueError, match=r"unknown alphabet 'N32'.*N16"):
         resolve_alphabet("N32")
     with pytest.raises(ValueError, match="duplicate symbols: 'A'"):
         resolve_alphabet(["A", "B", "A"])
@@ -322,7 +351,9 @@ def test_natural_surfaces_wording():
     assert "Start at Ben's note and follow the notes exactly 1 time.\n" in pointer1
     assert render_pointer(table, "Ben", 3).endswith("exactly 3 times.\nWhose note do you reach?")
     # display order is the table's order unless given
-    assert render_pointer(table, "Ben", 1, ["Eve", "Max", "Ben"]).index("Eve's") < render_pointer(table, "Ben", 1).index("Eve's")
+    assert render_pointer(table, "Ben", 1, ["Eve", "Max", "Ben"]).index("Eve's") < render_pointer(
+        table, "Ben", 1
+    ).index("Eve's")
     with pytest.raises(ValueError, match="every key"):
         render_relay(table, "Ben", 1, ["Ben"])
     with pytest.raises(ValueError, match="no rule"):
@@ -336,10 +367,14 @@ def test_natural_surfaces_default_to_names_and_work_with_letters(surface):
     for row in rows:
         _assert_invariants(row, NAMES)
         assert all(name in row.prompt for name in NAMES)
-    letters = generate_rule_chasing(surface=surface, symbols="N16", depth_range=(1, 3), rows_per_depth=2, seed=0, split="test")
+    letters = generate_rule_chasing(
+        surface=surface, symbols="N16", depth_range=(1, 3), rows_per_depth=2, seed=0, split="test"
+    )
     for row in letters:
         _assert_invariants(row, N16)
-    plain = generate_rule_chasing(surface=surface, depth_range=(1, 8), rows_per_depth=4, seed=0, split="test", distractors=False)
+    plain = generate_rule_chasing(
+        surface=surface, depth_range=(1, 8), rows_per_depth=4, seed=0, split="test", distractors=False
+    )
     for row in plain:
         assert set(row.table) == set(row.path)
         check_rule_chasing_row(row)
@@ -355,7 +390,7 @@ def test_arithmetic_guardrail_rows():
     assert len({r.row_id for r in rows}) == 64
     assert len({r.prompt for r in rows}) == 64
     for op in ("+", "-", "x", "/"):  # correct labels balanced within each op
-        assert Counter(r.answer for r in rows if r.meta["op"] == op) == {label: 4 for label in LABELS}
+        assert Counter(r.answer for r in rows if r.meta["op"] == op) == dict.fromkeys(LABELS, 4)
     for row in rows:
         assert row.task == "arithmetic" and row.surface == "multiple_choice" and row.depth == 0
         assert row.symbols == list(LABELS) and row.path == [row.answer]
@@ -364,7 +399,7 @@ def test_arithmetic_guardrail_rows():
         assert match, lines[0]
         a, sign, b = int(match[1]), match[2], int(match[3])
         assert a <= 144 and b <= 99
-        value = eval(f"{a} {sign} {b}")  # noqa: S307 - the question's own text
+        value = eval(f"{a} {sign} {b}")
         assert value == int(value) and value >= 0
         assert lines[1:5] == [f"{label}. {row.choices[label]}" for label in LABELS]
         assert lines[5] == "Answer with the letter of the correct option."
@@ -389,9 +424,15 @@ def test_arithmetic_options():
 def test_registry_dispatch():
     assert set(GENERATORS.names()) == {"rule_chasing", "arithmetic"}
     direct = generate_rule_chasing(surface="pointer", depth_range=(1, 2), rows_per_depth=2, seed=4, split="test")
-    assert generate("rule_chasing", surface="pointer", depth_range=[1, 2], rows_per_depth=2, seed=4, split="test") == direct
+    assert (
+        generate("rule_chasing", surface="pointer", depth_range=[1, 2], rows_per_depth=2, seed=4, split="test")
+        == direct
+    )
     assert generate("arithmetic", seed=1) == generate_arithmetic(seed=1)
-    assert generate_manifest("tier1", "arithmetic", seed=1).sha256 == Manifest(name="x", rows=tuple(generate_arithmetic(seed=1))).sha256
+    assert (
+        generate_manifest("tier1", "arithmetic", seed=1).sha256
+        == Manifest(name="x", rows=tuple(generate_arithmetic(seed=1))).sha256
+    )
     with pytest.raises(ValueError, match="unknown task generator 'chess'"):
         generate("chess", seed=0)
     with pytest.raises(TypeError, match="arithmetic"):

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
@@ -25,12 +24,25 @@ from ledger.spec.gates import GATE_KINDS
 from ledger.spec.loader import load_protocol
 
 GATES = {
-    "installation": {"id": "installation", "kind": "installation", "manifest": "dev", "depths": [1, 2],
-                     "threshold": 0.0, "action": "flag"},
+    "installation": {
+        "id": "installation",
+        "kind": "installation",
+        "manifest": "dev",
+        "depths": [1, 2],
+        "threshold": 0.0,
+        "action": "flag",
+    },
     "guardrail": {"id": "tier1", "kind": "guardrail", "manifest": "tier1", "max_drop": 1.0, "action": "flag"},
     "retention_floor": {"id": "floor", "kind": "retention_floor", "manifest": "dev", "floor": 0.0, "action": "flag"},
-    "depth_gate": {"id": "depth", "kind": "depth_gate", "manifest": "eval", "arm": "X0", "versus": "X1",
-                   "test": "paired_exact", "action": "flag"},
+    "depth_gate": {
+        "id": "depth",
+        "kind": "depth_gate",
+        "manifest": "eval",
+        "arm": "X0",
+        "versus": "X1",
+        "test": "paired_exact",
+        "action": "flag",
+    },
 }
 GATES_BY_ID = {gate["id"]: gate for gate in GATES.values()}
 GROUP_NAMES = sorted({g for kind in (*BRIDGES, *BUDGETS, *ARM_KINDS) for g in kind.groups} | {"nonexistent"})
@@ -66,8 +78,10 @@ def stages(draw: Any, kind: str, gate_ids: list[str], dense_objective: str) -> d
     }
     if draw(st.booleans()):
         warmup = draw(st.integers(0, stage["steps"] - 1)) if sensible(draw) else draw(st.integers(0, 3))
-        stage["optimizer"]["schedule"] = {"kind": draw(st.sampled_from(["constant", "cosine", "linear"])),
-                                          "warmup_steps": warmup}
+        stage["optimizer"]["schedule"] = {
+            "kind": draw(st.sampled_from(["constant", "cosine", "linear"])),
+            "warmup_steps": warmup,
+        }
     if not sensible(draw):
         stage["optimizer"]["group_lrs"] = {draw(st.sampled_from(GROUP_NAMES)): 0.5}
     recurrence = draw(st.sampled_from([None, "forced"])) if sensible(draw) else "poisson_lognormal"
@@ -87,11 +101,15 @@ def arms(draw: Any, index: int, gate_ids: list[str], layers: int) -> dict:
     kind = draw(st.sampled_from(ARM_KINDS.names()))
     arm: dict[str, Any] = {"id": f"X{index}", "kind": kind, "base": "tiny"}
     dense_objective = draw(st.sampled_from(["sft_direct", "sft_scratchpad"]))
-    stage_list = draw(st.lists(stages(kind, gate_ids, dense_objective), min_size=1, max_size=2,
-                               unique_by=lambda s: s["id"]))
+    stage_list = draw(
+        st.lists(stages(kind, gate_ids, dense_objective), min_size=1, max_size=2, unique_by=lambda s: s["id"])
+    )
     arm["stages"] = stage_list
-    evaluation: dict[str, Any] = {"manifests": draw(st.sampled_from([["eval"], ["eval", "tier1"]])), "batch_size": 2,
-                                  "latency_sample_per_depth": 0}
+    evaluation: dict[str, Any] = {
+        "manifests": draw(st.sampled_from([["eval"], ["eval", "tier1"]])),
+        "batch_size": 2,
+        "latency_sample_per_depth": 0,
+    }
     if kind == "recurrent":
         top = layers if sensible(draw) else layers + 2  # a careful author cuts inside the base
         if draw(st.booleans()) and top >= 3:
@@ -102,17 +120,30 @@ def arms(draw: Any, index: int, gate_ids: list[str], layers: int) -> dict:
             arm["surgery"] = {"tuple": [p, r, draw(st.integers(1, max(1, top - p - r)))]}
         bridge = draw(st.sampled_from(BRIDGES.names()))
         if bridge == "split":
-            arm["bridge"] = {"kind": "split", "state_norm": draw(st.booleans()),
-                             "reentry": draw(st.sampled_from(["all", "answer"]))}
+            arm["bridge"] = {
+                "kind": "split",
+                "state_norm": draw(st.booleans()),
+                "reentry": draw(st.sampled_from(["all", "answer"])),
+            }
         else:
-            arm["bridge"] = {"kind": "concat", "init": draw(st.sampled_from(["identity", "default"])),
-                             "initial_state": draw(st.sampled_from(["random", "zeros", "prelude"])),
-                             "sigma": draw(st.sampled_from([0.5, 1.0]))}
+            arm["bridge"] = {
+                "kind": "concat",
+                "init": draw(st.sampled_from(["identity", "default"])),
+                "initial_state": draw(st.sampled_from(["random", "zeros", "prelude"])),
+                "sigma": draw(st.sampled_from([0.5, 1.0])),
+            }
         budgets = [b.name for b in BUDGETS if bridge in b.bridges]
         budget = draw(st.sampled_from(budgets if sensible(draw) else BUDGETS.names()))
-        arm["budget"] = {"kind": "full_block"} if budget == "full_block" else {
-            "kind": "adapter", "rank": draw(st.integers(1, 2)), "alpha": 2.0,
-            "targets": draw(st.lists(st.sampled_from(["q_proj", "v_proj", "down_proj"]), min_size=1, unique=True))}
+        arm["budget"] = (
+            {"kind": "full_block"}
+            if budget == "full_block"
+            else {
+                "kind": "adapter",
+                "rank": draw(st.integers(1, 2)),
+                "alpha": 2.0,
+                "targets": draw(st.lists(st.sampled_from(["q_proj", "v_proj", "down_proj"]), min_size=1, unique=True)),
+            }
+        )
         if draw(st.booleans()):
             evaluation["loops"] = draw(st.sampled_from([[1, 2], [1, 2, 3]]))
     if (kind == "dense") == sensible(draw) and draw(st.booleans()):
@@ -124,8 +155,10 @@ def arms(draw: Any, index: int, gate_ids: list[str], layers: int) -> dict:
 @st.composite
 def protocol_documents(draw: Any) -> dict:
     layers = draw(st.integers(3, 5))
-    base: dict[str, Any] = {"source": f"builtin:tiny-qwen2?hidden=16&layers={layers}&heads=2&kv_heads=1&intermediate=32",
-                            "dtype": "float32"}
+    base: dict[str, Any] = {
+        "source": f"builtin:tiny-qwen2?hidden=16&layers={layers}&heads=2&kv_heads=1&intermediate=32",
+        "dtype": "float32",
+    }
     if draw(st.booleans()):
         base["num_layers"] = layers if sensible(draw) else layers + 1
     gate_kinds = draw(st.lists(st.sampled_from(sorted(GATES)), unique=True, max_size=3))
@@ -139,22 +172,57 @@ def protocol_documents(draw: Any) -> dict:
         gates = [g for g in gates if g["id"] in used or GATE_KINDS[g["kind"]].after != "stage"]
         for arm in arm_list:
             for stage in arm["stages"]:
-                stage["gates"] = [g for g in stage["gates"] if not GATE_KINDS[
-                    GATES_BY_ID[g]["kind"]].arm_kinds or arm["kind"] in GATE_KINDS[GATES_BY_ID[g]["kind"]].arm_kinds]
+                stage["gates"] = [
+                    g
+                    for g in stage["gates"]
+                    if not GATE_KINDS[GATES_BY_ID[g]["kind"]].arm_kinds
+                    or arm["kind"] in GATE_KINDS[GATES_BY_ID[g]["kind"]].arm_kinds
+                ]
         used = {gate_id for arm in arm_list for stage in arm["stages"] for gate_id in stage["gates"]}
         gates = [g for g in gates if g["id"] in used or GATE_KINDS[g["kind"]].after != "stage"]
     return {
-        "name": "prop", "version": 1, "description": "drawn", "seed": 3,
+        "name": "prop",
+        "version": 1,
+        "description": "drawn",
+        "seed": 3,
         "bases": {"tiny": base},
         "manifests": [
-            {"id": "train", "role": "train", "generator": "rule_chasing", "depths": [1, 3], "rows_per_depth": 4,
-             "seed": 1, "split": "train"},
-            {"id": "train_d1", "role": "train", "generator": "rule_chasing", "depths": [1, 1], "rows_per_depth": 4,
-             "seed": 1, "split": "trainone"},
-            {"id": "dev", "role": "dev", "generator": "rule_chasing", "depths": [1, 2], "rows_per_depth": 2,
-             "seed": 1, "split": "dev"},
-            {"id": "eval", "role": "eval", "generator": "rule_chasing", "depths": [1, 3], "rows_per_depth": 2,
-             "seed": 1, "split": "test"},
+            {
+                "id": "train",
+                "role": "train",
+                "generator": "rule_chasing",
+                "depths": [1, 3],
+                "rows_per_depth": 4,
+                "seed": 1,
+                "split": "train",
+            },
+            {
+                "id": "train_d1",
+                "role": "train",
+                "generator": "rule_chasing",
+                "depths": [1, 1],
+                "rows_per_depth": 4,
+                "seed": 1,
+                "split": "trainone",
+            },
+            {
+                "id": "dev",
+                "role": "dev",
+                "generator": "rule_chasing",
+                "depths": [1, 2],
+                "rows_per_depth": 2,
+                "seed": 1,
+                "split": "dev",
+            },
+            {
+                "id": "eval",
+                "role": "eval",
+                "generator": "rule_chasing",
+                "depths": [1, 3],
+                "rows_per_depth": 2,
+                "seed": 1,
+                "split": "test",
+            },
             {"id": "tier1", "role": "guardrail", "generator": "arithmetic", "per_op": 1, "seed": 1, "split": "tier1"},
         ],
         "arms": arm_list,
@@ -170,8 +238,12 @@ def _check(document: dict, folder: Path) -> tuple[Path, list]:
 
 # No shrinking: a drawn protocol is small enough to read as drawn, and shrinking one that builds
 # models takes minutes.
-@settings(max_examples=40, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=25,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(protocol_documents())
 def test_check_passes_implies_a_dry_run_succeeds(document: dict) -> None:
     with tempfile.TemporaryDirectory() as folder:
@@ -188,6 +260,12 @@ def test_the_drawn_protocols_fall_on_both_sides_of_the_check(tmp_path: Path) -> 
     """The property means something only if the check both accepts and refuses drawn protocols."""
     from hypothesis import find
 
-    accepted = find(protocol_documents(), lambda doc: not _check(doc, tmp_path)[1], settings=settings(database=None, deadline=None))
-    refused = find(protocol_documents(), lambda doc: bool(_check(doc, tmp_path)[1]), settings=settings(database=None, deadline=None))
+    accepted = find(
+        protocol_documents(), lambda doc: not _check(doc, tmp_path)[1], settings=settings(database=None, deadline=None)
+    )
+    refused = find(
+        protocol_documents(),
+        lambda doc: bool(_check(doc, tmp_path)[1]),
+        settings=settings(database=None, deadline=None),
+    )
     assert accepted["arms"] and refused["arms"]

@@ -30,11 +30,15 @@ def test_local_config_is_read_and_unknown_hub_id_explains(tmp_path, capsys, monk
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     tiny_qwen2_config().save_pretrained(tmp_path / "tiny")
     protocol = (ROOT / "protocols" / "phaseA.yaml").read_text(encoding="utf-8")
-    protocol = protocol.replace("source: Qwen/Qwen2.5-0.5B-Instruct\n    dtype: bfloat16\n    num_layers: 24",
-                                f"source: {tmp_path / 'tiny'}\n    dtype: bfloat16\n    num_layers: 6")
+    protocol = protocol.replace(
+        "source: Qwen/Qwen2.5-0.5B-Instruct\n    dtype: bfloat16\n    num_layers: 24",
+        f"source: {tmp_path / 'tiny'}\n    dtype: bfloat16\n    num_layers: 6",
+    )
     protocol = protocol.replace("split: [6, 18]", "split: [2, 4]").replace("claims:\n  - ../claims/phaseA.yaml\n", "")
-    local = protocol.replace("source: Qwen/Qwen2.5-1.5B-Instruct\n    dtype: bfloat16\n    num_layers: 28",
-                             f"source: {tmp_path / 'tiny'}\n    dtype: bfloat16\n    num_layers: 6")
+    local = protocol.replace(
+        "source: Qwen/Qwen2.5-1.5B-Instruct\n    dtype: bfloat16\n    num_layers: 28",
+        f"source: {tmp_path / 'tiny'}\n    dtype: bfloat16\n    num_layers: 6",
+    )
     (tmp_path / "local.yaml").write_text(local, encoding="utf-8")
     assert main(["params", str(tmp_path / "local.yaml")]) == 0
     out = capsys.readouterr().out
@@ -46,7 +50,9 @@ def test_local_config_is_read_and_unknown_hub_id_explains(tmp_path, capsys, monk
 
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(tiny_qwen2_config())
-        expected = full_block_budget(RecurrentLM.build(model, split=(2, 4)).surgery, RecurrentLM.build(model, split=(2, 4)).bridge)
+        expected = full_block_budget(
+            RecurrentLM.build(model, split=(2, 4)).surgery, RecurrentLM.build(model, split=(2, 4)).bridge
+        )
     assert f"{expected:,}" in out and f"{count_parameters(model):,}" in out
     protocol = protocol.replace("source: Qwen/Qwen2.5-1.5B-Instruct", "source: nobody/no-such-model")
     (tmp_path / "p.yaml").write_text(protocol, encoding="utf-8")

@@ -27,8 +27,14 @@ pytestmark = pytest.mark.models
 
 
 def ledger_cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ledger", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "ledger", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=dict(os.environ),
+    )
 
 
 SHIPPED = [(protocol, name) for protocol in (TINY, LONG, LONG_TUNING) for name in load_protocol(protocol).bases]
@@ -60,7 +66,8 @@ def test_pretrain_base_with_the_shipped_recipe_reproduces_the_first_logged_steps
     (tiny-base from scratch; tiny-base-v2 continued from tiny-base through init_from)."""
     import math
 
-    from arms.bases.pretrain import load_recipe, pretrain_base
+    from arms.bases.pretrain import pretrain_base
+    from arms.bases.recipe import load_recipe
 
     recipe_path = ROOT / "bases" / f"{base}.recipe.yaml"
     steps = load_recipe(recipe_path).log_every
@@ -89,7 +96,6 @@ def test_tuning_protocol_is_exploratory_and_never_reads_the_frozen_evaluation():
     assert tuning.bases == tiny.bases
 
 
-
 def _without(arm, *keys):
     return {k: v for k, v in arm.model_dump().items() if k not in keys}
 
@@ -101,8 +107,10 @@ def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_ow
     tiny, long = load_protocol(TINY), load_protocol(LONG)
     assert long.purpose == "confirmatory" and long.gates == tiny.gates and long.version == 3
     # the bases, by recorded hash: A/E/B/C's is tiny-base grown to 8 layers; D's is that grown to 16
-    recipes = {name: yaml.safe_load((ROOT / "bases" / f"{Path(long.bases[name].source).name}.recipe.yaml").read_text())
-               for name in ("tiny", "tiny_large")}
+    recipes = {
+        name: yaml.safe_load((ROOT / "bases" / f"{Path(long.bases[name].source).name}.recipe.yaml").read_text())
+        for name in ("tiny", "tiny_large")
+    }
     assert recipes["tiny"]["init_from"]["sha256"] == tiny.bases["tiny"].sha256
     assert recipes["tiny_large"]["init_from"]["sha256"] == long.bases["tiny"].sha256
     assert long.bases["tiny_large"].num_layers == 2 * long.bases["tiny"].num_layers
@@ -116,10 +124,15 @@ def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_ow
         for a, b in zip(short_arm.stages, long_arm.stages, strict=True):  # more steps, a schedule, nothing else
             assert b.steps > a.steps and b.optimizer.schedule == cosine
             assert a.model_copy(update={"steps": 0}) == b.model_copy(
-                update={"steps": 0, "optimizer": b.optimizer.model_copy(update={"schedule": None})})
+                update={"steps": 0, "optimizer": b.optimizer.model_copy(update={"schedule": None})}
+            )
     frozen_long = {row.sha256 for row in build_manifests(long)["phaseA_eval"].rows}
-    seen_before = {row.sha256 for path in (TINY, TUNING, LONG_TUNING) for m in build_manifests(load_protocol(path)).values()
-                   for row in m.rows}
+    seen_before = {
+        row.sha256
+        for path in (TINY, TUNING, LONG_TUNING)
+        for m in build_manifests(load_protocol(path)).values()
+        for row in m.rows
+    }
     # the frozen rows of versions 1 and 2 (splits testlong, testlong2), read by their runs
     frozen_spec = next(m for m in long.manifests if m.id == "phaseA_eval")
     for split in ("testlong", "testlong2"):
@@ -127,7 +140,9 @@ def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_ow
     assert len(frozen_long) == 14 * 64 and not frozen_long & seen_before
     long_rows = build_manifests(long)
     assert len(long_rows["train"].rows) == 8 * 4096 and len(long_rows["train_short"].rows) == 4 * 4096
-    claims = [yaml.safe_load((ROOT / "claims" / f"{name}.yaml").read_text()) for name in ("phaseA-tiny", "phaseA-tiny-long")]
+    claims = [
+        yaml.safe_load((ROOT / "claims" / f"{name}.yaml").read_text()) for name in ("phaseA-tiny", "phaseA-tiny-long")
+    ]
     assert claims[0]["claims"] == claims[1]["claims"] and claims[1]["protocol"] == "phaseA-tiny-long"
 
 
@@ -139,8 +154,14 @@ def test_long_tuning_is_exploratory_and_its_chosen_variants_are_what_the_long_pr
     tuned = {arm.id: arm for arm in tuning.arms}
     for variant, frozen_id in (("A_large_cosine_answer", "A"), ("E_large_cosine_answer", "E")):
         frozen = next(arm for arm in long.arms if arm.id == frozen_id)
-        chosen = tuned[variant].model_copy(update={"id": frozen_id, "base": frozen.base, "description": frozen.description,
-                                                   "evaluation": frozen.evaluation})
+        chosen = tuned[variant].model_copy(
+            update={
+                "id": frozen_id,
+                "base": frozen.base,
+                "description": frozen.description,
+                "evaluation": frozen.evaluation,
+            }
+        )
         assert chosen == frozen, variant
     # the rejected variants differ by one thing each: the paper's bridge; the 2-layer block; no schedule
     paper = tuned["A_large_cosine"]
@@ -148,8 +169,10 @@ def test_long_tuning_is_exploratory_and_its_chosen_variants_are_what_the_long_pr
     assert tuned["A_cosine_answer"].surgery.split == (1, 3) and tuned["A_cosine_answer"].base == "tiny"
     plain = tuned["A"]
     assert [s.optimizer.schedule for s in plain.stages] == [None] * len(plain.stages)
-    assert [s.model_copy(update={"optimizer": s.optimizer.model_copy(update={"schedule": None})})
-            for s in tuned["A_cosine"].stages] == list(plain.stages)
+    assert [
+        s.model_copy(update={"optimizer": s.optimizer.model_copy(update={"schedule": None})})
+        for s in tuned["A_cosine"].stages
+    ] == list(plain.stages)
 
 
 def test_params_reads_the_shipped_bases_by_their_relative_path():

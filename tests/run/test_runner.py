@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ledger.cli.main import main
 from ledger.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,14 +24,18 @@ pytestmark = pytest.mark.models
 
 def ledger_cli(*args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "ledger", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        [sys.executable, "-m", "ledger", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
         env={**os.environ, **(env or {})},
     )
 
 
 def digest(db: Path) -> tuple[int, str]:
-    from ledger.spec.loader import load_protocol
     from ledger.run.runner import evidence_digest
+    from ledger.spec.loader import load_protocol
 
     with open_store(f"sqlite:///{db}") as store:
         return evidence_digest(store, load_protocol(SMOKE).sha256)
@@ -43,8 +46,9 @@ def reference(tmp_path_factory):
     """One uninterrupted run of the smoke protocol (timed, for the SIGKILL test)."""
     folder = tmp_path_factory.mktemp("reference")
     started = time.monotonic()
-    result = ledger_cli("run", str(SMOKE), "--db", f"sqlite:///{folder / 'ledger.db'}", "--out", str(folder / "out"),
-                        "--no-progress")
+    result = ledger_cli(
+        "run", str(SMOKE), "--db", f"sqlite:///{folder / 'ledger.db'}", "--out", str(folder / "out"), "--no-progress"
+    )
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr[-3000:]
     return folder, elapsed, result.stdout
@@ -99,8 +103,15 @@ class _Collect(HTMLParser):
 
 def test_same_protocol_and_seed_twice_gives_identical_evidence(reference, tmp_path):
     folder, _, _ = reference
-    again = ledger_cli("run", str(SMOKE), "--db", f"sqlite:///{tmp_path / 'ledger.db'}", "--out", str(tmp_path / "out"),
-                       "--no-progress")
+    again = ledger_cli(
+        "run",
+        str(SMOKE),
+        "--db",
+        f"sqlite:///{tmp_path / 'ledger.db'}",
+        "--out",
+        str(tmp_path / "out"),
+        "--no-progress",
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     first, second = digest(folder / "ledger.db"), digest(tmp_path / "ledger.db")
     assert first == second and first[0] > 0
@@ -111,8 +122,9 @@ def test_sigkill_then_resume_gives_the_uninterrupted_evidence(reference, tmp_pat
     db = tmp_path / "ledger.db"
     args = ["run", str(SMOKE), "--db", f"sqlite:///{db}", "--out", str(tmp_path / "out"), "--no-progress"]
     delay = random.Random().uniform(0.25, 0.8) * elapsed
-    process = subprocess.Popen([sys.executable, "-m", "ledger", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ledger", *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     time.sleep(delay)
     process.send_signal(signal.SIGKILL)
     process.wait()
@@ -140,8 +152,9 @@ def test_arms_run_as_separate_commands_judge_the_claims_only_once_every_arm_has_
     assert rest.returncode == 0, rest.stdout + rest.stderr
     assert "claims not judged yet" not in rest.stdout and "preregistered claims" in rest.stdout
     with open_store(db) as store:
-        assert len(store.rows_of("claim_outcomes")) == len(yaml.safe_load(
-            (ROOT / "claims" / "smoke.yaml").read_text(encoding="utf-8"))["claims"])
+        assert len(store.rows_of("claim_outcomes")) == len(
+            yaml.safe_load((ROOT / "claims" / "smoke.yaml").read_text(encoding="utf-8"))["claims"]
+        )
 
 
 def test_planted_tier1_regression_is_a_hard_stop_and_the_lineage_is_refused(tmp_path):
@@ -159,13 +172,18 @@ def test_planted_tier1_regression_is_a_hard_stop_and_the_lineage_is_refused(tmp_
     assert resumed.returncode == 3 and "tier1" in resumed.stderr, resumed.stderr
     # So is a new protocol that continues from the failed checkpoint.
     text = SMOKE.read_text(encoding="utf-8").replace("name: smoke", "name: smoke-continued")
-    text = text.replace("    base: tiny\n    surgery: {split: [1, 3]}\n    bridge: {kind: split}\n    budget: {kind: full_block}",
-                        f"    base: tiny\n    init_checkpoint: {failed['sha256']}\n    surgery: {{split: [1, 3]}}\n"
-                        "    bridge: {kind: split}\n    budget: {kind: full_block}", 1)
+    text = text.replace(
+        "    base: tiny\n    surgery: {split: [1, 3]}\n    bridge: {kind: split}\n    budget: {kind: full_block}",
+        f"    base: tiny\n    init_checkpoint: {failed['sha256']}\n    surgery: {{split: [1, 3]}}\n"
+        "    bridge: {kind: split}\n    budget: {kind: full_block}",
+        1,
+    )
     text = text.replace("claims:\n  - ../claims/smoke.yaml\n", "")
     continued = tmp_path / "continued.yaml"
     continued.write_text(text, encoding="utf-8")
-    refused = ledger_cli("run", str(continued), "--db", db, "--out", str(tmp_path / "out2"), "--arms", "A", "--no-progress")
+    refused = ledger_cli(
+        "run", str(continued), "--db", db, "--out", str(tmp_path / "out2"), "--arms", "A", "--no-progress"
+    )
     assert refused.returncode == 3, refused.stdout + refused.stderr
     assert "failed gate tier1" in refused.stderr and failed["sha256"][:12] in refused.stderr
 
@@ -173,8 +191,16 @@ def test_planted_tier1_regression_is_a_hard_stop_and_the_lineage_is_refused(tmp_
 def test_phase_a_without_local_weights_stops_at_once_and_writes_nothing(tmp_path):
     db = tmp_path / "ledger.db"
     out = tmp_path / "out"
-    result = ledger_cli("run", str(PHASE_A), "--db", f"sqlite:///{db}", "--out", str(out),
-                        env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}, timeout=300)
+    result = ledger_cli(
+        "run",
+        str(PHASE_A),
+        "--db",
+        f"sqlite:///{db}",
+        "--out",
+        str(out),
+        env={"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")},
+        timeout=300,
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Qwen/Qwen2.5-0.5B-Instruct" in result.stderr and "local" in result.stderr
     assert "Traceback" not in result.stderr
@@ -184,7 +210,9 @@ def test_phase_a_without_local_weights_stops_at_once_and_writes_nothing(tmp_path
 def _exploratory_smoke(tmp_path: Path) -> Path:
     """The smoke protocol as a tuning run: its evaluation manifest becomes a dev manifest, no claims."""
     text = SMOKE.read_text(encoding="utf-8").replace("name: smoke\n", "name: smoke-tuning\npurpose: exploratory\n", 1)
-    text = text.replace("{id: eval, role: eval,", "{id: eval, role: dev,", 1).replace("claims:\n  - ../claims/smoke.yaml\n", "")
+    text = text.replace("{id: eval, role: eval,", "{id: eval, role: dev,", 1).replace(
+        "claims:\n  - ../claims/smoke.yaml\n", ""
+    )
     path = tmp_path / "smoke-tuning.yaml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -199,17 +227,23 @@ def test_an_exploratory_run_records_exploratory_checkpoints_that_nothing_confirm
         (checkpoint,) = store.rows_of("checkpoints", arm="B")
         names = store.query(
             "SELECT DISTINCT m.name AS name FROM evidence e JOIN manifests m ON m.sha256 = e.manifest_sha256 "
-            "WHERE e.arm = 'B'").records()
+            "WHERE e.arm = 'B'"
+        ).records()
     assert checkpoint["status"] == "exploratory"
     assert {row["name"] for row in names} == {"eval"}  # the tuning protocol's dev manifest of that name
     text = SMOKE.read_text(encoding="utf-8").replace("name: smoke", "name: smoke-from-tuning")
     text = text.replace("seed: 11, split: test}", "seed: 11, split: fresh}", 1)  # an unseen evaluation manifest
-    text = text.replace("  - id: B\n    kind: dense\n    base: tiny\n",
-                        f"  - id: B\n    kind: dense\n    base: tiny\n    init_checkpoint: {checkpoint['sha256']}\n", 1)
+    text = text.replace(
+        "  - id: B\n    kind: dense\n    base: tiny\n",
+        f"  - id: B\n    kind: dense\n    base: tiny\n    init_checkpoint: {checkpoint['sha256']}\n",
+        1,
+    )
     text = text.replace("claims:\n  - ../claims/smoke.yaml\n", "")
     continued = tmp_path / "continued.yaml"
     continued.write_text(text, encoding="utf-8")
-    refused = ledger_cli("run", str(continued), "--db", db, "--out", str(tmp_path / "out2"), "--arms", "B", "--no-progress")
+    refused = ledger_cli(
+        "run", str(continued), "--db", db, "--out", str(tmp_path / "out2"), "--arms", "B", "--no-progress"
+    )
     assert refused.returncode == 3, refused.stdout + refused.stderr
     assert "exploratory" in refused.stderr and checkpoint["sha256"][:12] in refused.stderr
     # The tuning run read the rows of smoke's evaluation manifest (same seed and split):
@@ -242,14 +276,20 @@ def test_every_reader_takes_the_same_final_readings_from_a_run(reference):
     with open_store(f"sqlite:///{folder / 'ledger.db'}") as store:
         evidence = StoreEvidence(store, (protocol.sha256,))
         checked = set()
-        for view_row in store.query("SELECT DISTINCT arm, manifest, manifest_sha256, checkpoint_sha256 "
-                                    "FROM v_final_readings").records():
-            arm, manifest, manifest_sha, checkpoint = (view_row[k] for k in
-                                                       ("arm", "manifest", "manifest_sha256", "checkpoint_sha256"))
-            view = {row["row_id"]: (row["depth"], row["loop"], bool(row["correct"])) for row in store.query(
-                "SELECT row_id, depth, loop, correct FROM v_final_readings "
-                "WHERE arm = :a AND manifest_sha256 = :m AND checkpoint_sha256 = :c",
-                {"a": arm, "m": manifest_sha, "c": checkpoint}).records()}
+        for view_row in store.query(
+            "SELECT DISTINCT arm, manifest, manifest_sha256, checkpoint_sha256 FROM v_final_readings"
+        ).records():
+            arm, manifest, manifest_sha, checkpoint = (
+                view_row[k] for k in ("arm", "manifest", "manifest_sha256", "checkpoint_sha256")
+            )
+            view = {
+                row["row_id"]: (row["depth"], row["loop"], bool(row["correct"]))
+                for row in store.query(
+                    "SELECT row_id, depth, loop, correct FROM v_final_readings "
+                    "WHERE arm = :a AND manifest_sha256 = :m AND checkpoint_sha256 = :c",
+                    {"a": arm, "m": manifest_sha, "c": checkpoint},
+                ).records()
+            }
             finals = {row_id: (depth, correct) for row_id, (depth, _, correct) in view.items()}
             read = store.final_readings(manifest_sha, arm=arm, checkpoint_sha256=checkpoint)
             assert {r.row_id: (r.depth, r.correct) for r in read} == finals
@@ -260,8 +300,11 @@ def test_every_reader_takes_the_same_final_readings_from_a_run(reference):
                 assert all(loop == depth for depth, loop, _ in view.values())
             else:
                 assert {loop for _, loop, _ in view.values()} == {0}
-            series = [s for s in series_of(scoped_readings(store, (protocol.sha256,), manifest_sha))
-                      if s.arm == arm and s.checkpoint_sha256 == checkpoint]
+            series = [
+                s
+                for s in series_of(scoped_readings(store, (protocol.sha256,), manifest_sha))
+                if s.arm == arm and s.checkpoint_sha256 == checkpoint
+            ]
             assert sum(p.n for p in series[0].points) == len(finals)
             assert sum(p.correct for p in series[0].points) == sum(c for _, c in finals.values())
             if manifest == "eval":  # claims judge each arm's latest checkpoint; the runner prints its accuracy

@@ -145,13 +145,26 @@ def test_the_unchanged_smoke_protocol_passes(tmp_path: Path, capsys: Any) -> Non
 CLAIM_CASES = {
     # a dense arm is read once per row (loop 0): nothing can be read "at loop 1" on chain rows
     "dense_at_loop_1": (
-        {"id": "B_loop1", "statement": "s", "statistic": "noninferiority", "manifest": "eval", "arms": ["B", "A"],
-         "margin": 0.1, "loop": 1},
+        {
+            "id": "B_loop1",
+            "statement": "s",
+            "statistic": "noninferiority",
+            "manifest": "eval",
+            "arms": ["B", "A"],
+            "margin": 0.1,
+            "loop": 1,
+        },
         "arm 'B' is never read at loop 1 on 'eval'",
     ),
     "gate_never_judged_for_the_arm": (
-        {"id": "C_installs", "statement": "s", "statistic": "gate", "manifest": "dev", "gate": "installation",
-         "arm": "C"},
+        {
+            "id": "C_installs",
+            "statement": "s",
+            "statistic": "gate",
+            "manifest": "dev",
+            "gate": "installation",
+            "arm": "C",
+        },
         "gate 'installation' is never judged for arm 'C'",
     ),
     "manifest_the_arm_never_reads": (
@@ -159,13 +172,26 @@ CLAIM_CASES = {
         "the protocol writes no evidence of arm 'B' on 'dev'",
     ),
     "frontier_without_depths": (
-        {"id": "A_tier1_frontier", "statement": "s", "statistic": "frontier_ratio", "manifest": "tier1", "arm": "A",
-         "support_max_depth": 3, "threshold": 1.0},
+        {
+            "id": "A_tier1_frontier",
+            "statement": "s",
+            "statistic": "frontier_ratio",
+            "manifest": "tier1",
+            "arm": "A",
+            "support_max_depth": 3,
+            "threshold": 1.0,
+        },
         "a frontier_ratio claim needs rows with depths",
     ),
     "base_never_read_there": (
-        {"id": "base_eval", "statement": "s", "statistic": "accuracy", "manifest": "eval", "arm": "base:tiny",
-         "threshold": 0.5},
+        {
+            "id": "base_eval",
+            "statement": "s",
+            "statistic": "accuracy",
+            "manifest": "eval",
+            "arm": "base:tiny",
+            "threshold": 0.5,
+        },
         "the protocol writes no evidence of arm 'base:tiny' on 'eval'",
     ),
 }

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ledger.cli.main import main
-from ledger.spec.protocol import protocol_json_schema
 from ledger.spec.loader import ProtocolError, load_protocol, parse_protocol
+from ledger.spec.protocol import protocol_json_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = ROOT / "protocols"
@@ -38,7 +38,9 @@ def test_every_protocol_under_protocols_validates(path):
 
 def test_committed_schema_equals_generated():
     committed = json.loads((PROTOCOLS / "schema.json").read_text(encoding="utf-8"))
-    assert committed == protocol_json_schema(), "protocols/schema.json is stale: run `ledger schema --out protocols/schema.json`"
+    assert committed == protocol_json_schema(), (
+        "protocols/schema.json is stale: run `ledger schema --out protocols/schema.json`"
+    )
 
 
 def test_phase_a_protocol_validates_against_published_json_schema():
@@ -62,7 +64,10 @@ def test_protocol_hash_ignores_formatting_but_not_content():
     text = PHASE_A.read_text(encoding="utf-8")
     reformatted = yaml.safe_dump(yaml.safe_load(text), sort_keys=True, default_flow_style=True)
     assert parse_protocol(reformatted).sha256 == parse_protocol(text).sha256
-    assert parse_protocol(text.replace("seed: 20260707\n\nbases", "seed: 20260708\n\nbases")).sha256 != parse_protocol(text).sha256
+    assert (
+        parse_protocol(text.replace("seed: 20260707\n\nbases", "seed: 20260708\n\nbases")).sha256
+        != parse_protocol(text).sha256
+    )
 
 
 # ----------------------------------------------------------------------------- bad protocols
@@ -79,21 +84,65 @@ BAD_PROTOCOLS = {
     # name: (text, expected field path fragment, expected reason fragment)
     "missing field": (_replace_once("name: phaseA\n", ""), "name", "required field is missing"),
     "wrong type": (_replace_once("steps: 2000", "steps: many"), "arms.0.stages.0.steps", "valid integer"),
-    "typo'd key": (_replace_once("rows_per_depth: 128", "rows_per_dept: 128"), "manifests.2.rows_per_dept", "did you mean 'rows_per_depth'"),
-    "unknown arm reference": (_replace_once("    arm: A\n    versus: B", "    arm: Z\n    versus: B"), "gates.2.arm", "unknown arm 'Z'"),
-    "unknown manifest reference": (_replace_once("manifests: [phaseA_eval, persistence]", "manifests: [phaseA_evl, persistence]"), "arms.0.evaluation.manifests.0", "did you mean 'phaseA_eval'"),
-    "unknown gate reference": (_replace_once("gates: [installation, tier1]", "gates: [install, tier1]"), "arms.0.stages.0.gates.0", "unknown gate 'install'"),
+    "typo'd key": (
+        _replace_once("rows_per_depth: 128", "rows_per_dept: 128"),
+        "manifests.2.rows_per_dept",
+        "did you mean 'rows_per_depth'",
+    ),
+    "unknown arm reference": (
+        _replace_once("    arm: A\n    versus: B", "    arm: Z\n    versus: B"),
+        "gates.2.arm",
+        "unknown arm 'Z'",
+    ),
+    "unknown manifest reference": (
+        _replace_once("manifests: [phaseA_eval, persistence]", "manifests: [phaseA_evl, persistence]"),
+        "arms.0.evaluation.manifests.0",
+        "did you mean 'phaseA_eval'",
+    ),
+    "unknown gate reference": (
+        _replace_once("gates: [installation, tier1]", "gates: [install, tier1]"),
+        "arms.0.stages.0.gates.0",
+        "unknown gate 'install'",
+    ),
     "unknown base reference": (_replace_once("base: qwen15", "base: qwen3"), "arms.4.base", "unknown base"),
     "duplicate arm id": (_replace_once("  - id: E\n", "  - id: A\n"), "arms.1.id", "duplicate id 'A'"),
     "inverted depth range": (_replace_once("depths: [1, 14]", "depths: [14, 1]"), "manifests.2.depths", "inverted"),
-    "alphabet too small": (_replace_once("depths: [1, 14]", "depths: [1, 16]"), "manifests.2.alphabet", "needs 17 distinct symbols"),
-    "rows_per_depth zero": (_replace_once("rows_per_depth: 128", "rows_per_depth: 0"), "manifests.2.rows_per_depth", "greater than or equal to 1"),
+    "alphabet too small": (
+        _replace_once("depths: [1, 14]", "depths: [1, 16]"),
+        "manifests.2.alphabet",
+        "needs 17 distinct symbols",
+    ),
+    "rows_per_depth zero": (
+        _replace_once("rows_per_depth: 128", "rows_per_depth: 0"),
+        "manifests.2.rows_per_depth",
+        "greater than or equal to 1",
+    ),
     "unknown kind": (_replace_once("kind: recurrent", "kind: recurent"), "arms.0.kind", "did you mean 'recurrent'"),
-    "surgery both forms": (_replace_once("{split: [6, 18]}", "{split: [6, 18], tuple: [4, 8, 4]}"), "arms.0.surgery", "exactly one"),
-    "surgery past the base": (_replace_once("num_layers: 24", "num_layers: 12"), "arms.0.surgery", "needs at least 19 layers"),
-    "dense objective on recurrent arm": (_replace_once("objective: intermediate", "objective: sft_direct"), "arms.0.stages.0.objective", "not for recurrent arms"),
-    "training on an eval manifest": (_replace_once("manifest: train\n        steps: 2000", "manifest: dev\n        steps: 2000"), "arms.0.stages.0.manifest", "role 'train'"),
-    "duplicate YAML key": (_replace_once("seed: 20260707\n\nbases", "seed: 1\nseed: 2\n\nbases"), "seed", "duplicate key"),
+    "surgery both forms": (
+        _replace_once("{split: [6, 18]}", "{split: [6, 18], tuple: [4, 8, 4]}"),
+        "arms.0.surgery",
+        "exactly one",
+    ),
+    "surgery past the base": (
+        _replace_once("num_layers: 24", "num_layers: 12"),
+        "arms.0.surgery",
+        "needs at least 19 layers",
+    ),
+    "dense objective on recurrent arm": (
+        _replace_once("objective: intermediate", "objective: sft_direct"),
+        "arms.0.stages.0.objective",
+        "not for recurrent arms",
+    ),
+    "training on an eval manifest": (
+        _replace_once("manifest: train\n        steps: 2000", "manifest: dev\n        steps: 2000"),
+        "arms.0.stages.0.manifest",
+        "role 'train'",
+    ),
+    "duplicate YAML key": (
+        _replace_once("seed: 20260707\n\nbases", "seed: 1\nseed: 2\n\nbases"),
+        "seed",
+        "duplicate key",
+    ),
     "unreadable YAML": (_replace_once("name: phaseA", "name: [phaseA"), "", "unreadable YAML"),
     "top level not a mapping": ("- just\n- a list\n", "", "expected a mapping"),
     "empty file": ("", "", "empty"),
@@ -149,8 +198,13 @@ def test_cli_entry_point_exits_2_without_traceback(tmp_path):
 
 BASE_DATA = yaml.safe_load(SOURCE)
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 40), st.floats(allow_nan=True), st.text(max_size=6),
-    st.lists(st.integers(-2, 30), max_size=4), st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 40),
+    st.floats(allow_nan=True),
+    st.text(max_size=6),
+    st.lists(st.integers(-2, 30), max_size=4),
+    st.dictionaries(st.text(max_size=4), st.integers(), max_size=2),
 )
 
 

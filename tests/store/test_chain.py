@@ -6,12 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from store_helpers import populate_example
 
 from ledger.canonical import canonical_json
 from ledger.store import ALL_TABLES, Store, make_engine, open_store
@@ -25,7 +26,6 @@ from ledger.store.merkle import (
     verify_consistency,
 )
 from ledger.store.models import table as model_table
-from store_helpers import populate_example
 
 
 def _url(path: Path) -> str:
@@ -82,7 +82,7 @@ def test_merkle_structure_rfc6962():
     # n=7, the RFC 6962 section 2.1.3 example tree
     a, b, c, d, e, f, j = leaves[:7]
     g, h, i = node_hash(a, b), node_hash(c, d), node_hash(e, f)
-    k, l = node_hash(g, h), node_hash(i, j)
+    k, l = node_hash(g, h), node_hash(i, j)  # noqa: E741 - the RFC's names
     assert merkle_root(leaves[:7]) == node_hash(k, l)
     # its consistency proofs, as listed in the RFC
     assert consistency_proof(leaves[:7], 3) == [c, d, g, l]
@@ -98,9 +98,9 @@ def test_consistency_proofs_all_sizes_and_rewritten_history():
     entries = [f"entry {i}".encode() for i in range(20)]
     leaves = leaves_of(entries)
     checked = 0
-    for n in range(0, 21):
+    for n in range(21):
         new_root = merkle_root(leaves[:n])
-        for m in range(0, n + 1):
+        for m in range(n + 1):
             old_root = merkle_root(leaves[:m])
             proof = consistency_proof(leaves, m, n)
             assert verify_consistency(old_root, m, new_root, n, proof), (m, n)
@@ -132,9 +132,13 @@ def test_consistency_proofs_all_sizes_and_rewritten_history():
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(min_value=1, max_value=20).flatmap(
-    lambda n: st.tuples(st.just(n), st.integers(min_value=0, max_value=n),
-                        st.lists(st.binary(max_size=8), min_size=n, max_size=n))))
+@given(
+    st.integers(min_value=1, max_value=20).flatmap(
+        lambda n: st.tuples(
+            st.just(n), st.integers(min_value=0, max_value=n), st.lists(st.binary(max_size=8), min_size=n, max_size=n)
+        )
+    )
+)
 def test_consistency_property(case):
     n, m, entries = case
     leaves = leaves_of(entries)
@@ -168,7 +172,7 @@ def test_chain_construction_by_hand(template):
             assert canonical_json(body) == payload
             assert body["seq"] == entry["seq"] == expected_seq and body["kind"] == entry["kind"]
             ts = datetime.fromisoformat(body["ts"].replace("Z", "+00:00"))
-            assert ts.tzinfo is not None and ts.utcoffset() == timezone.utc.utcoffset(None)
+            assert ts.tzinfo is not None and ts.utcoffset() == UTC.utcoffset(None)
             leaf = hashlib.sha256(b"\x00" + payload.encode("utf-8")).hexdigest()
             assert entry["leaf_hash"] == leaf
             assert entry["prev_hash"] == prev
@@ -181,7 +185,9 @@ def test_chain_construction_by_hand(template):
         assert report.ok, report.summary()
         assert report.root == root and report.n_entries == size
         # every domain row is in exactly one entry's payload, verbatim
-        evidence = store.query("SELECT id, row_id, correct, score_margin FROM evidence ORDER BY id LIMIT 1").records()[0]
+        evidence = store.query("SELECT id, row_id, correct, score_margin FROM evidence ORDER BY id LIMIT 1").records()[
+            0
+        ]
         entry = next(e for e in entries if e["kind"] == "evidence")
         chained = json.loads(entry["payload"])["records"]["evidence"][0]
         assert chained["id"] == evidence["id"] and chained["row_id"] == evidence["row_id"]
@@ -275,8 +281,10 @@ def _forge_chain(path: Path, rewrite) -> None:
     for seq, payload in raw.execute("SELECT seq, payload FROM chain_entries ORDER BY seq").fetchall():
         leaf = hashlib.sha256(b"\x00" + payload.encode()).hexdigest()
         entry = hashlib.sha256(bytes.fromhex(prev) + bytes.fromhex(leaf)).hexdigest()
-        raw.execute("UPDATE chain_entries SET leaf_hash = ?, prev_hash = ?, entry_hash = ? WHERE seq = ?",
-                    (leaf, prev, entry, seq))
+        raw.execute(
+            "UPDATE chain_entries SET leaf_hash = ?, prev_hash = ?, entry_hash = ? WHERE seq = ?",
+            (leaf, prev, entry, seq),
+        )
         prev = entry
     raw.commit()
     raw.close()

@@ -64,8 +64,7 @@ def test_choose_final_prefers_the_best_case_then_the_latest_repeat():
         reading(row_id="u", depth=3, loop=1, correct=True),  # not final at all
     ]
     chosen = choose_final(readings)
-    assert {row: (r.loop, r.correct) for row, r in chosen.items()} == {
-        "r": (2, False), "s": (0, False), "t": (1, True)}
+    assert {row: (r.loop, r.correct) for row, r in chosen.items()} == {"r": (2, False), "s": (0, False), "t": (1, True)}
     in_memory = [SimpleNamespace(row_id=r.row_id, loop=r.loop, correct=r.correct) for r in readings]
     assert choose_final(in_memory, {r.row_id: r.depth for r in readings}).keys() == chosen.keys()
 
@@ -100,21 +99,39 @@ def ledger(tmp_path):
     for arm in ("A", "B", "base:tiny"):
         run_id = store.add_run(run_id=f"{sha[:12]}:{arm}", protocol_sha256=sha, arm=arm)
         if arm != "base:tiny":
-            store.add_checkpoint(sha256=checkpoints[arm], arm=arm, status="promoted", parent_sha256=base,
-                                 run_id=run_id, stage="train")
+            store.add_checkpoint(
+                sha256=checkpoints[arm], arm=arm, status="promoted", parent_sha256=base, run_id=run_id, stage="train"
+            )
         record = dict(run_id=run_id, arm=arm, checkpoint_sha256=checkpoints[arm])
         for i, row in enumerate(manifests["eval"].rows):
             loops = range(1, row.depth + 2) if arm == "A" else [0] if arm == "B" else []
             for loop in loops:
                 correct = None if loop > row.depth else (i + loop) % 3 != 0
-                evidence.append(dict(record, manifest_sha256=manifest_sha["eval"], row_id=row.row_id, loop=loop,
-                                     prediction="x", correct=correct))
+                evidence.append(
+                    dict(
+                        record,
+                        manifest_sha256=manifest_sha["eval"],
+                        row_id=row.row_id,
+                        loop=loop,
+                        prediction="x",
+                        correct=correct,
+                    )
+                )
         for i, row in enumerate(manifests["tier1"].rows):
-            evidence.append(dict(record, manifest_sha256=manifest_sha["tier1"], row_id=row.row_id, loop=1,
-                                 prediction="x", correct=(i + len(arm)) % 2 == 0))
+            evidence.append(
+                dict(
+                    record,
+                    manifest_sha256=manifest_sha["tier1"],
+                    row_id=row.row_id,
+                    loop=1,
+                    prediction="x",
+                    correct=(i + len(arm)) % 2 == 0,
+                )
+            )
     store.add_evidence(evidence)
-    yield SimpleNamespace(store=store, protocol=protocol, sha=sha, manifests=manifests, manifest_sha=manifest_sha,
-                          checkpoints=checkpoints)
+    yield SimpleNamespace(
+        store=store, protocol=protocol, sha=sha, manifests=manifests, manifest_sha=manifest_sha, checkpoints=checkpoints
+    )
     store.close()
 
 
@@ -156,8 +173,10 @@ def test_runner_report_evidence_gates_and_the_view_give_the_same_final_rows(ledg
         per_depth[depth] = (hits + int(correct), n + 1)
     assert {point.depth: (point.correct, point.n) for point in series.points} == per_depth
 
-    readings = [SimpleNamespace(row_id=r.row_id, loop=r.loop, correct=r.correct)
-                for r in store.readings(manifest_sha, arm=arm, checkpoint_sha256=checkpoint)]
+    readings = [
+        SimpleNamespace(row_id=r.row_id, loop=r.loop, correct=r.correct)
+        for r in store.readings(manifest_sha, arm=arm, checkpoint_sha256=checkpoint)
+    ]
     floor = retention_floor(ledger.manifests[manifest].rows, readings, 0.0, None)
     assert floor["detail"]["summary"].startswith(f"accuracy {counts[0]}/{counts[1]} ")
 
@@ -167,14 +186,28 @@ def test_the_view_and_the_store_read_pick_the_latest_repeat(ledger):
     store, sha, checkpoint = ledger.store, ledger.sha, ledger.checkpoints["A"]
     rows = ledger.manifests["eval"].rows[:3]
     run_id = store.add_run(run_id="again", protocol_sha256=sha, arm="A")
-    store.add_evidence([
-        dict(run_id=run_id, arm="A", checkpoint_sha256=checkpoint, manifest_sha256=ledger.manifest_sha["eval"],
-             row_id=row.row_id, loop=row.depth, prediction="again", correct=True)
-        for row in rows
-    ])
-    view = {row["row_id"]: row["run_id"] for row in store.query(
-        "SELECT row_id, run_id FROM v_final_readings WHERE arm = 'A' AND manifest_sha256 = :m",
-        {"m": ledger.manifest_sha["eval"]}).records()}
+    store.add_evidence(
+        [
+            dict(
+                run_id=run_id,
+                arm="A",
+                checkpoint_sha256=checkpoint,
+                manifest_sha256=ledger.manifest_sha["eval"],
+                row_id=row.row_id,
+                loop=row.depth,
+                prediction="again",
+                correct=True,
+            )
+            for row in rows
+        ]
+    )
+    view = {
+        row["row_id"]: row["run_id"]
+        for row in store.query(
+            "SELECT row_id, run_id FROM v_final_readings WHERE arm = 'A' AND manifest_sha256 = :m",
+            {"m": ledger.manifest_sha["eval"]},
+        ).records()
+    }
     read = {r.row_id: r.run_id for r in store.final_readings(ledger.manifest_sha["eval"], arm="A")}
     assert view == read
     assert {row.row_id for row in rows} == {row_id for row_id, run in read.items() if run == "again"}

@@ -20,16 +20,28 @@ def sha(char: str) -> str:
 
 def test_continuing_a_clean_promoted_lineage_is_allowed(store):
     store.add_checkpoint(sha256=sha("a"), arm="A", status="promoted", stage="base")
-    store.add_checkpoint(sha256=sha("b"), arm="A", status="promoted", parent_sha256=sha("a"), stage="install",
-                         gate_results=[{"gate": "installation", "passed": True, "action": "stop"}])
+    store.add_checkpoint(
+        sha256=sha("b"),
+        arm="A",
+        status="promoted",
+        parent_sha256=sha("a"),
+        stage="install",
+        gate_results=[{"gate": "installation", "passed": True, "action": "stop"}],
+    )
     store.add_checkpoint(sha256=sha("c"), arm="A", status="promoted", parent_sha256=sha("b"), stage="anneal")
     assert [row["ancestor_sha256"] for row in store.lineage(sha("c"))] == [sha("c"), sha("b"), sha("a")]
 
 
 def test_failed_ancestor_refused_naming_ancestor_and_gate(store):
     store.add_checkpoint(sha256=sha("a"), arm="A", status="promoted", stage="base")
-    store.add_checkpoint(sha256=sha("b"), arm="A", status="failed", parent_sha256=sha("a"), stage="install",
-                         gate_results=[{"gate": "tier1", "passed": False, "action": "stop", "value": 0.9}])
+    store.add_checkpoint(
+        sha256=sha("b"),
+        arm="A",
+        status="failed",
+        parent_sha256=sha("a"),
+        stage="install",
+        gate_results=[{"gate": "tier1", "passed": False, "action": "stop", "value": 0.9}],
+    )
     with pytest.raises(LineageRefused, match=r"ancestor bbbbbbbbbbbb .*failed gate tier1"):
         store.add_checkpoint(sha256=sha("c"), arm="A", status="promoted", parent_sha256=sha("b"))
     # Not even exploratory work may continue from a failed lineage.
@@ -48,8 +60,12 @@ def test_a_later_failed_stop_gate_fails_the_whole_lineage_below_it(store):
 
 
 def test_a_failed_flag_gate_does_not_block(store):
-    store.add_checkpoint(sha256=sha("a"), arm="A", status="promoted",
-                         gate_results=[{"gate": "fisher", "passed": False, "action": "flag"}])
+    store.add_checkpoint(
+        sha256=sha("a"),
+        arm="A",
+        status="promoted",
+        gate_results=[{"gate": "fisher", "passed": False, "action": "flag"}],
+    )
     store.add_checkpoint(sha256=sha("b"), arm="A", status="promoted", parent_sha256=sha("a"))
 
 

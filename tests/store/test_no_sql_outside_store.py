@@ -1,7 +1,7 @@
 """SQL lives in ledger/store only: everything else reads through the store's typed read side.
 
 The one exception is by design: ``ledger query`` hands the auditor's own SQL to
-``Store.query`` (ledger/cli/main.py, ``cmd_query``).
+``Store.query`` (ledger/cli/ledger_commands.py, ``cmd_query``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ SQL = re.compile(
 # Calls that run SQL text; outside the store only `ledger query` may make one (Store.query).
 SQL_METHODS = {"query", "query_df", "exec_driver_sql", "executescript"}
 SQL_FUNCTIONS = {"text"}  # sqlalchemy.text(...) (a method of that name, e.g. matplotlib's, is no SQL)
-ALLOWED_CALLS = {("ledger/cli/main.py", "cmd_query", "query")}
+ALLOWED_CALLS = {("ledger/cli/ledger_commands.py", "cmd_query", "query")}
 
 
 def source_files() -> list[Path]:
@@ -68,12 +68,22 @@ def sql_calls(tree: ast.AST) -> list[tuple[int, str, str]]:
 
 
 def test_the_scan_recognises_sql():
-    for sql in ("SELECT row_id FROM evidence", "select 1 from rows where x = 1", "INSERT INTO runs (a) VALUES (1)",
-                'UPDATE "rows" SET depth = 1', "DELETE FROM evidence", "CREATE VIEW v AS SELECT 1",
-                "DROP TABLE rows"):
+    for sql in (
+        "SELECT row_id FROM evidence",
+        "select 1 from rows where x = 1",
+        "INSERT INTO runs (a) VALUES (1)",
+        'UPDATE "rows" SET depth = 1',
+        "DELETE FROM evidence",
+        "CREATE VIEW v AS SELECT 1",
+        "DROP TABLE rows",
+    ):
         assert SQL.search(sql), sql
-    for prose in ("The UPDATE AUDIT: did each group move?", "select the rows", "Run one read-only SQL statement "
-                  "(SELECT/WITH/EXPLAIN). Writes are refused (exit 3).", "delete the file from disk"):
+    for prose in (
+        "The UPDATE AUDIT: did each group move?",
+        "select the rows",
+        "Run one read-only SQL statement (SELECT/WITH/EXPLAIN). Writes are refused (exit 3).",
+        "delete the file from disk",
+    ):
         assert not SQL.search(prose), prose
     tree = ast.parse('q = f"SELECT {column} FROM {table}"\nstore.query(q)\n')
     assert any(SQL.search(text) for _, text in string_literals(tree))
@@ -107,8 +117,16 @@ def test_sqlalchemy_is_imported_by_the_store_only():
     for path in source_files():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         for node in ast.walk(tree):
-            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            offending.extend(f"{path.relative_to(ROOT)}:{node.lineno}: {name}" for name in names
-                             if name == "sqlalchemy" or name.startswith("sqlalchemy.") or name == "sqlite3")
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offending.extend(
+                f"{path.relative_to(ROOT)}:{node.lineno}: {name}"
+                for name in names
+                if name == "sqlalchemy" or name.startswith("sqlalchemy.") or name == "sqlite3"
+            )
     assert not offending, "\n".join(offending)

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy.exc
+from store_helpers import example_manifest, populate_example
 
 from ledger.store import (
     ALL_TABLES,
     DOMAIN_TABLES,
     VIEW_NAMES,
     ConflictError,
-    LineageRefused,
     ReadOnlyViolation,
     SchemaVersionMismatch,
     StoreError,
@@ -33,7 +33,6 @@ from ledger.store import (
     views_as_dataframes,
 )
 from ledger.store import engine as engine_module
-from store_helpers import example_manifest, populate_example
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -189,8 +188,7 @@ def test_older_revision_is_refused_until_upgraded(tmp_path, monkeypatch):
     with pytest.raises(SchemaVersionMismatch) as info:
         open_store(url)
     assert str(info.value) == (
-        f"database {url} is at schema revision {current}, this ledger expects 9999: "
-        f"run `ledger db upgrade --db {url}`"
+        f"database {url} is at schema revision {current}, this ledger expects 9999: run `ledger db upgrade --db {url}`"
     )
     assert upgrade(url) == "9999"
     with open_store(url) as store:
@@ -215,9 +213,8 @@ def test_update_and_delete_blocked_by_triggers(example, table_name):
     finally:
         raw.close()
     # and through SQLAlchemy on the store's own engine
-    with pytest.raises(sqlalchemy.exc.DBAPIError, match="append-only"):
-        with store.engine.begin() as conn:
-            conn.exec_driver_sql(f'DELETE FROM "{table_name}"')
+    with pytest.raises(sqlalchemy.exc.DBAPIError, match="append-only"), store.engine.begin() as conn:
+        conn.exec_driver_sql(f'DELETE FROM "{table_name}"')
     assert store.verify_chain().ok
 
 
@@ -242,11 +239,17 @@ def test_example_ledger_writes_every_table(example):
 def test_idempotent_and_conflicting_writes(example):
     store, keys, _ = example
     size = store.head()[1]
-    assert store.add_protocol({"version": "1.0", "name": "example", "arms": ["loop", "dense"],
-                               "claims": ["loop-beats-dense"]}) == keys["protocol"]
+    assert (
+        store.add_protocol(
+            {"version": "1.0", "name": "example", "arms": ["loop", "dense"], "claims": ["loop-beats-dense"]}
+        )
+        == keys["protocol"]
+    )
     assert store.add_manifest(example_manifest()) == keys["manifest"]
-    assert store.add_claim("loop-beats-dense", {"statistic": "accuracy_difference", "direction": ">",
-                                                "threshold": 0.0}) is not None
+    assert (
+        store.add_claim("loop-beats-dense", {"statistic": "accuracy_difference", "direction": ">", "threshold": 0.0})
+        is not None
+    )
     assert store.head()[1] == size  # nothing new was written
     with pytest.raises(ConflictError, match="deviation"):
         store.add_claim("loop-beats-dense", {"statistic": "accuracy_difference", "threshold": 0.5})
@@ -281,8 +284,16 @@ def test_checkpoint_hash_from_file(tmp_path):
 def test_foreign_keys_enforced_and_failed_write_leaves_no_entry(example):
     store, keys, _ = example
     head = store.head()
-    bad = {"run_id": keys["run"], "manifest_sha256": keys["manifest"], "row_id": "no-such-row", "arm": "loop",
-           "checkpoint_sha256": keys["checkpoint"], "loop": 9, "prediction": "A", "correct": True}
+    bad = {
+        "run_id": keys["run"],
+        "manifest_sha256": keys["manifest"],
+        "row_id": "no-such-row",
+        "arm": "loop",
+        "checkpoint_sha256": keys["checkpoint"],
+        "loop": 9,
+        "prediction": "A",
+        "correct": True,
+    }
     with pytest.raises(sqlalchemy.exc.IntegrityError, match="FOREIGN KEY"):
         store.add_evidence([bad])
     duplicate = dict(bad, row_id=store.rows_of("rows")[0]["row_id"], loop=1)
@@ -307,8 +318,16 @@ def test_evidence_for_an_unregistered_run_is_refused(tmp_path):
         run = store.add_run(kind="eval")  # no protocol
         ck = store.add_checkpoint(sha256="c" * 64, arm="loop", status="promoted")
         size = store.head()[1]
-        record = {"run_id": run, "manifest_sha256": m, "row_id": manifest.rows[0].row_id, "arm": "loop",
-                  "checkpoint_sha256": ck, "loop": 1, "prediction": "A", "correct": True}
+        record = {
+            "run_id": run,
+            "manifest_sha256": m,
+            "row_id": manifest.rows[0].row_id,
+            "arm": "loop",
+            "checkpoint_sha256": ck,
+            "loop": 1,
+            "prediction": "A",
+            "correct": True,
+        }
         with pytest.raises(PreregistrationRequired, match="ledger register"):
             store.add_evidence([record])
         assert store.head()[1] == size
@@ -325,10 +344,21 @@ def test_bulk_evidence_is_fast(tmp_path):
         run = store.add_run(kind="eval", protocol_sha256=protocol)
         ck = store.add_checkpoint(sha256="c" * 64, arm="loop", status="promoted")
         records = [
-            {"run_id": run, "manifest_sha256": m, "row_id": row.row_id, "arm": "loop", "checkpoint_sha256": ck,
-             "loop": loop, "prediction": "A", "correct": bool((i + loop) % 2), "score_margin": 0.5,
-             "latency_ms": 2.0, "tokens_generated": 1}
-            for i, row in enumerate(manifest.rows) for loop in (1, 2, 4, 8)
+            {
+                "run_id": run,
+                "manifest_sha256": m,
+                "row_id": row.row_id,
+                "arm": "loop",
+                "checkpoint_sha256": ck,
+                "loop": loop,
+                "prediction": "A",
+                "correct": bool((i + loop) % 2),
+                "score_margin": 0.5,
+                "latency_ms": 2.0,
+                "tokens_generated": 1,
+            }
+            for i, row in enumerate(manifest.rows)
+            for loop in (1, 2, 4, 8)
         ]
         assert store.add_evidence(records) == 5000  # one batched insert (its speed: bench/, not here)
         # a DataFrame with numpy types and NaN for missing values
@@ -363,7 +393,9 @@ def test_views_and_dataframes(example):
     assert (cell.n, cell.correct) == direct
     lineage = frames["v_lineage"]
     assert set(lineage[lineage.checkpoint_sha256 == keys["checkpoint"]].ancestor_sha256) == {
-        keys["checkpoint"], keys["base"]}
+        keys["checkpoint"],
+        keys["base"],
+    }
     claim_ev = frames["v_claim_evidence"]
     # inputs select loop 2 of the loop arm and loop 0 of the dense arm: one row each per manifest row
     assert len(claim_ev) == 2 * 8
@@ -482,7 +514,12 @@ def _spawn(path: Path, tag: str, count: int, args: list[str], wait: bool = True)
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.Popen(
         [sys.executable, "-c", _WRITER, _url(path), tag, str(count), "wait" if wait else "nowait", *args],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO,
     )
 
 

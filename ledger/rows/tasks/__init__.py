@@ -37,6 +37,7 @@ __all__ = [
     "row_rng",
 ]
 
+
 def generate(generator: str, **params: Any) -> list[Row]:
     """Run the registered generator ``generator`` (``ledger.spec.manifests.GENERATORS``) with keyword ``params``."""
     try:

@@ -15,20 +15,40 @@ canonical order stored in ``Row.symbols``.
 
 from __future__ import annotations
 
-from collections import Counter
-
 import string
-from typing import Iterable
+from collections import Counter
+from collections.abc import Iterable
 
-__all__ = ["ALPHABETS", "N16", "N24", "NAMES", "NAMES16", "resolve_alphabet", "alphabet_name"]
+__all__ = ["ALPHABETS", "N16", "N24", "NAMES", "NAMES16", "alphabet_name", "resolve_alphabet"]
 
 N16: tuple[str, ...] = tuple(string.ascii_uppercase[:16])  # A-P
 N24: tuple[str, ...] = tuple(string.ascii_uppercase[:24])  # A-X
 
 NAMES: tuple[str, ...] = (
-    "Ben", "Max", "Eve", "Kai", "Sam", "Tom", "Amy", "Joe",
-    "Dan", "Tim", "Bob", "Jim", "Ann", "Ted", "Leo", "Ray",
-    "Jack", "Kate", "Jane", "Paul", "Mark", "John", "Emma", "Lucy",
+    "Ben",
+    "Max",
+    "Eve",
+    "Kai",
+    "Sam",
+    "Tom",
+    "Amy",
+    "Joe",
+    "Dan",
+    "Tim",
+    "Bob",
+    "Jim",
+    "Ann",
+    "Ted",
+    "Leo",
+    "Ray",
+    "Jack",
+    "Kate",
+    "Jane",
+    "Paul",
+    "Mark",
+    "John",
+    "Emma",
+    "Lucy",
 )
 NAMES16: tuple[str, ...] = NAMES[:16]
 
@@ -52,8 +72,7 @@ def resolve_alphabet(name_or_list: str | Iterable[str]) -> tuple[str, ...]:
         except KeyError:
             known = ", ".join(sorted(ALPHABETS))
             raise ValueError(
-                f"unknown alphabet {name_or_list!r}; known alphabets: {known} "
-                "(or pass an explicit list of symbols)"
+                f"unknown alphabet {name_or_list!r}; known alphabets: {known} (or pass an explicit list of symbols)"
             ) from None
     if isinstance(name_or_list, dict):
         raise ValueError("an alphabet is a name or a list of symbols, not a mapping")

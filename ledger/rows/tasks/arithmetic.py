@@ -14,12 +14,12 @@ Question text uses ASCII ``+ - * /``; ``meta["op"]`` names the operation ``+``, 
 from __future__ import annotations
 
 import random
-from typing import Callable
+from collections.abc import Callable
 
 from ledger.rows.manifest import Row
 from ledger.rows.tasks.seeds import derive_seed, row_rng
 
-__all__ = ["GENERATOR", "LABELS", "OPERATIONS", "generate_arithmetic", "check_arithmetic_row"]
+__all__ = ["GENERATOR", "LABELS", "OPERATIONS", "check_arithmetic_row", "generate_arithmetic"]
 
 GENERATOR = "arithmetic"
 SUPPORTED_VERSIONS = (1,)
@@ -93,11 +93,7 @@ def generate_arithmetic(*, seed: int, split: str = "tier1", per_op: int = 16, ve
             label = positions[index]
             options = iter(wrong)
             choices = {lab: str(value if lab == label else next(options)) for lab in LABELS}
-            prompt = (
-                f"What is {a} {shown} {b}?\n"
-                + "".join(f"{lab}. {choices[lab]}\n" for lab in LABELS)
-                + INSTRUCTION
-            )
+            prompt = f"What is {a} {shown} {b}?\n" + "".join(f"{lab}. {choices[lab]}\n" for lab in LABELS) + INSTRUCTION
             rows.append(
                 Row(
                     row_id=f"{split}_{name}_{index:05d}",

@@ -28,7 +28,7 @@ of ``("rule_chasing", version, seed, split, depth, index)``.
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 from ledger.rows.manifest import Row
 from ledger.rows.tasks.alphabets import resolve_alphabet
@@ -38,11 +38,11 @@ from ledger.rows.tasks.surfaces import DEFAULT_ALPHABET, SURFACES, render
 __all__ = [
     "GENERATOR",
     "SUPPORTED_VERSIONS",
-    "make_table",
     "chase",
-    "row_id",
-    "generate_rule_chasing",
     "check_rule_chasing_row",
+    "generate_rule_chasing",
+    "make_table",
+    "row_id",
 ]
 
 GENERATOR = "rule_chasing"
@@ -222,4 +222,3 @@ def check_rule_chasing_row(row: Row) -> None:
                 problems.append("prompt does not re-render from the table")
     if problems:
         raise ValueError(f"row {row.row_id}: " + "; ".join(problems))
-

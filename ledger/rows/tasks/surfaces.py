@@ -15,15 +15,15 @@ it in ``meta["order"]`` because canonical JSON sorts the table's keys.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 __all__ = [
-    "SURFACES",
     "DEFAULT_ALPHABET",
+    "SURFACES",
     "render",
-    "render_symbolic",
-    "render_relay",
     "render_pointer",
+    "render_relay",
+    "render_symbolic",
 ]
 
 

@@ -18,6 +18,7 @@ from ledger.store.reads.protocols import (
 from ledger.store.reads.readings import EvidenceContent, EvidenceReading, EvidenceReads, ExternalCounts, SeenRow
 
 __all__ = [
+    "RELEASE_VERSION",
     "CheckpointReads",
     "ClaimReads",
     "EvidenceContent",
@@ -26,7 +27,6 @@ __all__ = [
     "ExternalCounts",
     "ManifestReads",
     "ProtocolReads",
-    "RELEASE_VERSION",
     "RecordedCheckpoint",
     "RecordedDeviation",
     "RecordedGate",

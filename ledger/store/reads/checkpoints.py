@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from sqlalchemy import or_, select, text, union
 
@@ -68,9 +68,7 @@ class CheckpointReads(StoreBase):
         c, e, u = table("checkpoints"), table("evidence"), table("runs")
         shas = list(protocol_sha256s)
         recorded = select(c.c.sha256).join(u, u.c.run_id == c.c.run_id).where(u.c.protocol_sha256.in_(shas))
-        read = (
-            select(e.c.checkpoint_sha256).join(u, u.c.run_id == e.c.run_id).where(u.c.protocol_sha256.in_(shas))
-        )
+        read = select(e.c.checkpoint_sha256).join(u, u.c.run_id == e.c.run_id).where(u.c.protocol_sha256.in_(shas))
         with self._read() as conn:
             return {sha for (sha,) in conn.execute(union(recorded, read))}
 
@@ -78,8 +76,18 @@ class CheckpointReads(StoreBase):
         """Gate results recorded on these checkpoints, in recording order."""
         g = table("gate_results")
         stmt = (
-            select(g.c.id, g.c.checkpoint_sha256, g.c.run_id, g.c.gate, g.c.metric, g.c.value, g.c.threshold,
-                   g.c.comparison, g.c.passed, g.c.action)
+            select(
+                g.c.id,
+                g.c.checkpoint_sha256,
+                g.c.run_id,
+                g.c.gate,
+                g.c.metric,
+                g.c.value,
+                g.c.threshold,
+                g.c.comparison,
+                g.c.passed,
+                g.c.action,
+            )
             .where(g.c.checkpoint_sha256.in_(list(checkpoint_sha256s)))
             .order_by(g.c.id)
         )
@@ -95,8 +103,11 @@ class CheckpointReads(StoreBase):
             select(g.c.passed)
             .join(c, c.c.sha256 == g.c.checkpoint_sha256)
             .outerjoin(u, u.c.run_id == c.c.run_id)
-            .where(g.c.gate == gate, c.c.arm == arm,
-                   or_(u.c.protocol_sha256.is_(None), u.c.protocol_sha256.in_(list(protocol_sha256s))))
+            .where(
+                g.c.gate == gate,
+                c.c.arm == arm,
+                or_(u.c.protocol_sha256.is_(None), u.c.protocol_sha256.in_(list(protocol_sha256s))),
+            )
             .order_by(g.c.id.desc())
             .limit(1)
         )

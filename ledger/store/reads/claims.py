@@ -65,8 +65,15 @@ class ClaimReads(StoreBase):
         """Every recorded outcome in recording order: a claim's first is its first recorded outcome."""
         o, t = table("claim_outcomes"), table("stat_tests")
         stmt = (
-            select(o.c.id, o.c.claim_id, o.c.outcome, o.c.reason, o.c.stat_test_id, o.c.detail_json,
-                   t.c.p_value.label("test_p_value"))
+            select(
+                o.c.id,
+                o.c.claim_id,
+                o.c.outcome,
+                o.c.reason,
+                o.c.stat_test_id,
+                o.c.detail_json,
+                t.c.p_value.label("test_p_value"),
+            )
             .outerjoin(t, t.c.test_id == o.c.stat_test_id)
             .order_by(o.c.id)
         )

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from sqlalchemy import select
 
@@ -81,8 +81,16 @@ class ProtocolReads(StoreBase):
         """The deviations recorded on the way to a protocol version, in recording order."""
         d = table("deviations")
         stmt = (
-            select(d.c.id, d.c.protocol_sha256, d.c.item, d.c.planned, d.c.actual, d.c.reason, d.c.timing,
-                   d.c.new_protocol_sha256)
+            select(
+                d.c.id,
+                d.c.protocol_sha256,
+                d.c.item,
+                d.c.planned,
+                d.c.actual,
+                d.c.reason,
+                d.c.timing,
+                d.c.new_protocol_sha256,
+            )
             .where(d.c.new_protocol_sha256 == new_protocol_sha256)
             .order_by(d.c.id)
         )

@@ -7,8 +7,8 @@ chosen, so a final reading is the final one among the readings in scope.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from sqlalchemy import Integer, Select, cast, select
 
@@ -111,8 +111,19 @@ class EvidenceReads(StoreBase):
         e, r, u = table("evidence"), table("rows"), table("runs")
         stmt = (
             select(
-                e.c.id, e.c.run_id, e.c.arm, e.c.checkpoint_sha256, e.c.manifest_sha256, e.c.row_id, r.c.depth,
-                e.c.loop, e.c.prediction, e.c.correct, e.c.latency_ms, e.c.tokens_generated, e.c.entry_seq,
+                e.c.id,
+                e.c.run_id,
+                e.c.arm,
+                e.c.checkpoint_sha256,
+                e.c.manifest_sha256,
+                e.c.row_id,
+                r.c.depth,
+                e.c.loop,
+                e.c.prediction,
+                e.c.correct,
+                e.c.latency_ms,
+                e.c.tokens_generated,
+                e.c.entry_seq,
             )
             .join(r, (r.c.manifest_sha256 == e.c.manifest_sha256) & (r.c.row_id == e.c.row_id))
             .where(e.c.manifest_sha256 == manifest_sha256)
@@ -164,8 +175,14 @@ class EvidenceReads(StoreBase):
         e, u = table("evidence"), table("runs")
         stmt = (
             select(
-                e.c.arm, e.c.checkpoint_sha256, cast(e.c.correct, Integer).label("correct"), e.c.loop,
-                e.c.manifest_sha256, e.c.prediction, e.c.row_id, e.c.tokens_generated,
+                e.c.arm,
+                e.c.checkpoint_sha256,
+                cast(e.c.correct, Integer).label("correct"),
+                e.c.loop,
+                e.c.manifest_sha256,
+                e.c.prediction,
+                e.c.row_id,
+                e.c.tokens_generated,
             )
             .join(u, u.c.run_id == e.c.run_id)
             .where(u.c.protocol_sha256 == protocol_sha256)
@@ -177,7 +194,10 @@ class EvidenceReads(StoreBase):
         """Every imported per-depth summary, in chain order."""
         return [
             ExternalCounts(
-                seq, data["protocol_sha256"], data["id"], data["arm"],
+                seq,
+                data["protocol_sha256"],
+                data["id"],
+                data["arm"],
                 {int(depth): (int(c), int(t)) for depth, (c, t) in data["counts"].items()},
             )
             for seq, data in self._entry_data("external_counts")

@@ -10,11 +10,11 @@ row by one checkpoint that have a single right answer (``correct`` not NULL), pr
 loop = depth, then loop 0, then loop 1 of a depth-0 row; among repeats, the latest id.
 Portable SQL (SQLite >= 3.25 and PostgreSQL): ROW_NUMBER() over a window.
 """
+
 from alembic import op
 
-
-revision = '0002'
-down_revision = '0001'
+revision = "0002"
+down_revision = "0001"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,233 @@
+"""The synthetic pretraining corpus of a tiny base: deterministic examples per step (repeated sequences for
+induction heads, single-hop lookups, start recall, copying, arithmetic, the Tier-1 format; never iteration)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+
+from pydantic import BaseModel, ConfigDict
+
+from arms.bases.recipe import (
+    ANSWER_SUFFIX,
+    KINDS,
+    PretrainRecipe,
+)
+from ledger.rows.tasks.alphabets import N24
+from ledger.rows.tasks.arithmetic import INSTRUCTION, LABELS, OPERATIONS, _distractors, generate_arithmetic
+from ledger.rows.tasks.rule_chasing import make_table
+from ledger.rows.tasks.surfaces import render_symbolic
+
+
+class Example(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    prompt: str  # without the "\nAnswer:" suffix
+    answer: str  # with its leading space, e.g. " K"
+    depth: int | None = None  # lookups: the depth the question states (always 1)
+    # follow-up (question, answer) pairs on the same table, each "\n" + question + "\nAnswer:" + answer
+    followups: tuple[tuple[str, str], ...] = ()
+
+    def segments(self) -> list[tuple[str, str]]:
+        """(context, supervised answer) pieces whose concatenation is :attr:`text`."""
+        if self.kind == "repeat":  # plain text (no "Answer:"), the whole second showing supervised
+            return [(self.prompt, self.answer)]
+        pieces = [(self.prompt + ANSWER_SUFFIX, self.answer)]
+        for question, answer in self.followups:
+            # recall lines ("M ->") are completed directly; questions get the reader's suffix
+            pieces.append(
+                ("\n" + question, answer) if question.endswith("->") else ("\n" + question + ANSWER_SUFFIX, answer)
+            )
+        return pieces
+
+    @property
+    def text(self) -> str:
+        return "".join(context + answer for context, answer in self.segments())
+
+
+def _rng(seed: int, *parts: object) -> random.Random:
+    digest = hashlib.sha256(json.dumps(["ledger/pretrain", seed, *parts]).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def _stage(recipe: PretrainRecipe, step: int) -> int:
+    index = 0
+    for i, stage in enumerate(recipe.curriculum):
+        if step >= stage.start_step:
+            index = i
+    return index
+
+
+def symbols_at(recipe: PretrainRecipe, step: int) -> int:
+    """The curriculum's maximum table size at ``step``."""
+    return recipe.curriculum[_stage(recipe, step)].max_symbols
+
+
+def _lookup_size(recipe: PretrainRecipe, step: int, rng: random.Random) -> int:
+    index = _stage(recipe, step)
+    top = recipe.curriculum[index].max_symbols
+    earlier = sorted({stage.max_symbols for stage in recipe.curriculum[:index]} - {top})
+    if not earlier or rng.random() < recipe.top_share:
+        return top
+    return rng.choice(earlier)
+
+
+def _question(start: str) -> str:
+    return f"Start value: {start}\nApply f exactly 1 times.\nWhat is the final value?"
+
+
+def _lookup(rng: random.Random, size: int, questions: int = 1, recalls: int = 0) -> Example:
+    symbols = rng.sample(N24, size)
+    table, start, path = make_table(rng, symbols, 1)
+    # depth 1, always: the base reads one rule from a shuffled table and never iterates.
+    # The first question is the protocol's exact prompt; follow-ups ask other keys of the
+    # same table (distinct starts, one hop each), for more supervised lookups per table.
+    others = [key for key in table if key != start]
+    rng.shuffle(others)
+    pairs = [(_question(key), " " + table[key]) for key in others[: max(questions - 1, 0)]]
+    # recalls: a table line repeated without its value ("M ->" then " J"), the plain
+    # induction pattern behind every lookup; they follow the questions, so the first
+    # question stays the protocol's exact prompt, and they never state a depth.
+    keys = list(table)
+    rng.shuffle(keys)
+    for key in keys[:recalls]:
+        pairs.append((f"{key} ->", " " + table[key]))
+    followups = tuple(pairs)
+    return Example(
+        kind="lookup", prompt=render_symbolic(table, start, 1), answer=" " + path[1], depth=1, followups=followups
+    )
+
+
+def _start(rng: random.Random, size: int) -> Example:
+    """The lookup prompt at depth 0 ("Apply f exactly 0 times."): the answer is the start value.
+
+    Teaches the answer position to fetch the start symbol, the query half of a lookup
+    (the prototype's "loop 0" supervision); zero hops, so nothing about iterating.
+    """
+    symbols = rng.sample(N24, size)
+    table, start, _ = make_table(rng, symbols, 1)
+    prompt = render_symbolic(table, start, 1).replace("Apply f exactly 1 times.", "Apply f exactly 0 times.")
+    return Example(kind="start", prompt=prompt, answer=" " + start, depth=0)
+
+
+def _repeat(rng: random.Random, recipe: PretrainRecipe) -> Example:
+    """A random token sequence shown twice; the second showing is supervised from its second token.
+
+    The textbook way to grow induction heads (find the earlier occurrence of the current
+    token, copy what followed it), the mechanism a table lookup is built from; a small
+    model forms them on this data within a couple of thousand steps, while it can sit on
+    a plateau for far longer when the lookups alone must teach them.
+    """
+    pool = list(N24) + [str(n) for n in range(100)]
+    tokens = [rng.choice(pool) for _ in range(rng.randint(*recipe.repeat_length))]
+    return Example(kind="repeat", prompt=" ".join(tokens + tokens[:1]), answer=" " + " ".join(tokens[1:]))
+
+
+def _copy(rng: random.Random, recipe: PretrainRecipe) -> Example:
+    pool = list(N24) + [str(n) for n in range(recipe.copy_numerals + 1)]
+    tokens = [rng.choice(pool) for _ in range(rng.randint(*recipe.copy_length))]
+    line = " ".join(tokens)
+    return Example(kind="copy", prompt=f"Start value: {line}", answer=" " + line)
+
+
+def _arithmetic(rng: random.Random, recipe: PretrainRecipe) -> Example:
+    top = recipe.arithmetic_max
+    op = rng.choice("+-*/")
+    if op == "+":
+        a = rng.randint(0, top)
+        b = rng.randint(0, top - a)
+        value = a + b
+    elif op == "-":
+        a = rng.randint(0, top)
+        b = rng.randint(0, a)
+        value = a - b
+    elif op == "*":
+        a = rng.randint(0, 12)
+        b = rng.randint(0, min(12, top // max(a, 1)))
+        value = a * b
+    else:
+        b = rng.randint(1, 12)
+        value = rng.randint(0, min(12, top // b))
+        a = b * value
+    return Example(kind="arithmetic", prompt=f"What is {a} {op} {b}?", answer=f" {value}")
+
+
+def excluded_tier1_questions(recipe: PretrainRecipe) -> frozenset[str]:
+    """The question lines ("What is 7 * 8?") of the Tier-1 rows the recipe excludes."""
+    questions = set()
+    for spec in recipe.exclude_tier1:
+        for row in generate_arithmetic(seed=spec.seed, split=spec.split, per_op=spec.per_op):
+            questions.add(row.prompt.split("\n", 1)[0])
+    return frozenset(questions)
+
+
+def _choice(rng: random.Random, excluded: frozenset[str]) -> Example:
+    names = list(OPERATIONS)
+    while True:
+        op, shown, draw = OPERATIONS[rng.choice(names)]
+        a, b, value = draw(rng)
+        question = f"What is {a} {shown} {b}?"
+        if question not in excluded:
+            break
+    wrong = _distractors(rng, op, a, b, value)
+    label = rng.choice(LABELS)
+    options = iter(wrong)
+    choices = {lab: str(value if lab == label else next(options)) for lab in LABELS}
+    prompt = question + "\n" + "".join(f"{lab}. {choices[lab]}\n" for lab in LABELS) + INSTRUCTION
+    return Example(kind="choice", prompt=prompt, answer=" " + label)
+
+
+_EXCLUDED_CACHE: dict[tuple, frozenset[str]] = {}
+
+
+def synthetic_corpus(recipe: PretrainRecipe, step: int, batch_size: int | None = None) -> list[Example]:
+    """The ``batch_size`` examples of training step ``step`` (a pure function of recipe and step)."""
+    size = recipe.batch_size if batch_size is None else batch_size
+    key = tuple((spec.seed, spec.split, spec.per_op) for spec in recipe.exclude_tier1)
+    if key not in _EXCLUDED_CACHE:
+        _EXCLUDED_CACHE[key] = excluded_tier1_questions(recipe)
+    excluded = _EXCLUDED_CACHE[key]
+    mixture = recipe.curriculum[_stage(recipe, step)].mixture or recipe.mixture
+    kinds = [kind for kind in KINDS if mixture.get(kind, 0) > 0]
+    weights = [mixture[kind] for kind in kinds]
+    batch = []
+    for index in range(size):
+        rng = _rng(recipe.seed, "train", step, index)
+        kind = rng.choices(kinds, weights)[0]
+        if kind == "lookup":
+            size_now = _lookup_size(recipe, step, rng)
+            batch.append(
+                _lookup(rng, size_now, rng.randint(*recipe.lookup_questions), rng.randint(*recipe.lookup_recalls))
+            )
+        elif kind == "start":
+            batch.append(_start(rng, _lookup_size(recipe, step, rng)))
+        elif kind == "repeat":
+            batch.append(_repeat(rng, recipe))
+        elif kind == "copy":
+            batch.append(_copy(rng, recipe))
+        elif kind == "arithmetic":
+            batch.append(_arithmetic(rng, recipe))
+        else:
+            batch.append(_choice(rng, excluded))
+    return batch
+
+
+def heldout_lookups(recipe: PretrainRecipe, size: int) -> list[tuple[Example, list[str]]]:
+    """A fixed held-out set of single-hop lookups over ``size`` symbols: (example, table symbols).
+
+    Size 16 and 24 use the full N16 (A-P) and N24 (A-X) alphabets, as the protocol does;
+    smaller sizes use random subsets of N24. Drawn from a stream the training corpus never uses.
+    """
+    rows = []
+    for index in range(recipe.eval_rows):
+        rng = _rng(recipe.seed, "heldout", size, index)
+        symbols = list(N24[:size]) if size in (16, 24) else rng.sample(N24, size)
+        table, start, path = make_table(rng, symbols, 1)
+        example = Example(kind="lookup", prompt=render_symbolic(table, start, 1), answer=" " + path[1], depth=1)
+        rows.append((example, sorted(symbols)))
+    return rows
+
+
+# -- training -----------------------------------------------------------------------

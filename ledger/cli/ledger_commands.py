@@ -1,0 +1,165 @@
+"""The ledger commands: register, deviate, import, verify, head, query, db upgrade."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.table import Table
+
+from ledger.cli.common import EXIT_OK, EXIT_REFUSED, CommandError, _store, err, out
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    from ledger.audit.preregistration import RegistrationRefused, register
+    from ledger.spec.check import check_protocol_file
+
+    check_protocol_file(args.protocol)  # refused before the database is opened (or created)
+    with _store(args) as store:
+        try:
+            registration = register(store, args.protocol)
+        except RegistrationRefused as exc:
+            raise CommandError(str(exc), EXIT_REFUSED) from None
+        verb = "already registered" if registration.already else "registered"
+        out.print(f"{verb}: {registration.protocol.name} v{registration.protocol.version} {registration.sha256}")
+        for name, sha in registration.manifests.items():
+            out.print(f"  manifest {name}: {sha}")
+        out.print(f"  {len(registration.claims)} claims preregistered")
+        root, size = store.head()
+        out.print(f"ledger head {root}:{size}")
+    return EXIT_OK
+
+
+def cmd_deviate(args: argparse.Namespace) -> int:
+    from ledger.audit.preregistration import RegistrationRefused, deviate
+    from ledger.spec.check import check_protocol_file
+
+    check_protocol_file(args.protocol)
+    with _store(args) as store:
+        try:
+            old, new, changes = deviate(store, args.protocol, reason=args.reason, timing=args.timing)
+        except RegistrationRefused as exc:
+            raise CommandError(str(exc), EXIT_REFUSED) from None
+        out.print(f"deviation recorded: {old[:12]} -> {new[:12]} ({args.timing}: {args.reason})")
+        for item, planned, actual in changes:
+            out.print(f"  {item}: planned {planned!r}, actual {actual!r}", markup=False)
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ledger.audit.importer import import_release
+    from ledger.audit.release import ReleaseError
+
+    with _store(args) as store:
+        try:
+            summary = import_release(store, args.mapping, args.root)
+        except ReleaseError as exc:
+            raise CommandError(str(exc)) from None
+        out.print(
+            f"{'already imported' if summary.already else 'imported'}: {summary.release} {summary.protocol_sha256}"
+        )
+        for name, (rows, sha) in summary.manifests.items():
+            out.print(f"  manifest {name}: {rows} rows {sha}")
+        for what, count in summary.evidence.items():
+            out.print(f"  evidence {what}: {count}")
+        for name in summary.counts:
+            out.print(f"  per-depth counts {name}")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from ledger.audit.recording import import_external, record_outcomes
+    from ledger.audit.release import ReleaseError
+    from ledger.audit.verify import verify
+
+    since = None
+    if args.since_head:
+        root, _, size = args.since_head.rpartition(":")
+        if not root or not size.isdigit():
+            raise CommandError(f"--since-head wants ROOT:SIZE as printed by `ledger head`, got {args.since_head!r}")
+        since = (root, int(size))
+    paths = args.paths or ["claims"]
+    # Only an explicit --import may create a ledger (as `ledger import` does); verify alone reads.
+    with _store(args, create=args.import_releases) as store:
+        try:
+            if args.import_releases:
+                import_external(store, paths, args.root)
+            report = verify(store, paths, root=args.root, since_head=since)
+            if args.record:
+                record_outcomes(store, report)
+                report.head = store.head()
+        except FileNotFoundError as exc:
+            raise CommandError(str(exc)) from None
+        except ReleaseError as exc:
+            raise CommandError(str(exc)) from None
+    if args.json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
+        return report.exit_code
+    for problem in report.chain_problems:
+        err.print(f"chain: {problem}", markup=False)
+    for error in report.errors:
+        err.print(error, markup=False)
+    table = Table(title=f"claims ({len(report.verdicts)})")
+    for column in ("claim", "outcome", "integrity", "first", "figures / reason"):
+        table.add_column(column, overflow="fold")
+    for verdict in report.verdicts:
+        colour = "green" if verdict.ok else "red"
+        detail = verdict.reason
+        if verdict.problems:
+            detail += "\n" + "\n".join(f"! {problem}" for problem in verdict.problems)
+        if verdict.flags:
+            detail += "\n" + "\n".join(f"~ {flag}" for flag in verdict.flags)
+        table.add_row(
+            verdict.claim_id,
+            f"[{colour}]{verdict.outcome}[/{colour}]",
+            verdict.integrity,
+            verdict.first_outcome or "(new)",
+            detail,
+        )
+    out.print(table)
+    if report.since_head:
+        out.print(f"since head: {report.since_head}", markup=False)
+    out.print(f"ledger head {report.head[0]}:{report.head[1]}")
+    out.print("[green]verified[/green]" if report.exit_code == 0 else f"[red]exit {report.exit_code}[/red]")
+    return report.exit_code
+
+
+def cmd_head(args: argparse.Namespace) -> int:
+    with _store(args, create=False) as store:
+        root, size = store.head()
+    out.print(f"{root}:{size}")
+    return EXIT_OK
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    from ledger.store import ReadOnlyViolation
+
+    with _store(args, create=False) as store:
+        try:
+            result = store.query(args.sql)
+        except ReadOnlyViolation as exc:
+            raise CommandError(f"refused: {exc}", EXIT_REFUSED) from None
+        except Exception as exc:  # SQL errors are the user's input
+            raise CommandError(f"query failed: {str(exc).splitlines()[0]}") from None
+    frame = result.to_dataframe()
+    if args.format == "csv":
+        sys.stdout.write(frame.to_csv(index=False))
+    elif args.format == "json":
+        sys.stdout.write(frame.to_json(orient="records", indent=2) + "\n")
+    else:
+        table = Table()
+        for column in frame.columns:
+            table.add_column(str(column))
+        for row in frame.itertuples(index=False):
+            table.add_row(*("" if value is None else str(value) for value in row))
+        out.print(table)
+    return EXIT_OK
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from ledger.store import default_db_url, upgrade
+
+    url = args.db or default_db_url()
+    out.print(f"{url} is at revision {upgrade(url)}")
+    return EXIT_OK

@@ -1,0 +1,267 @@
+"""The protocol commands: schema, check, manifest, params, run, report, pretrain-base."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rich.table import Table
+
+from ledger.cli.common import EXIT_OK, EXIT_REFUSED, CommandError, _store, err, out
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from ledger.spec.protocol import protocol_json_schema
+
+    text = json.dumps(protocol_json_schema(), indent=2, sort_keys=True) + "\n"
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        err.print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from ledger.spec.check import check_protocol_file
+
+    path = Path(args.protocol)
+    checked = check_protocol_file(path)  # schema, registries, bases and claims: every issue, located
+    protocol = checked.protocol
+    claim_files = [
+        (os.path.relpath(claim_path, path.resolve().parent), claim_file)
+        for claim_path, claim_file in checked.claim_files
+    ]
+    manifests = _build_or_fail(protocol, path)
+
+    out.print(f"[bold]{protocol.name}[/bold] v{protocol.version}  protocol sha256 {protocol.sha256}")
+    out.print(protocol.description)
+    arms = Table(title="arms", show_lines=False)
+    for column in ("id", "kind", "base", "design", "stages", "evaluates"):
+        arms.add_column(column)
+    for arm in protocol.arms:
+        arms.add_row(
+            arm.id,
+            arm.kind,
+            f"{arm.base} ({protocol.bases[arm.base].source})",
+            _arm_design(arm),
+            " -> ".join(f"{stage.id}:{stage.objective}x{stage.steps}" for stage in arm.stages) or "-",
+            ", ".join(arm.evaluation.manifests),
+        )
+    out.print(arms)
+    out.print(_manifest_table(protocol, manifests))
+    gates = Table(title="gates")
+    for column in ("id", "kind", "manifest", "rule", "action"):
+        gates.add_column(column)
+    for gate in protocol.gates:
+        gates.add_row(gate.id, gate.kind, gate.manifest, _gate_rule(gate), gate.action)
+    out.print(gates)
+    for relative, claim_file in claim_files:
+        out.print(
+            f"claims {relative}: {len(claim_file.claims)} preregistered ({claim_file.correction} within families)"
+        )
+    if args.dry_run:
+        from ledger.run.dry_run import dry_run
+
+        with out.status("dry run: every arm built, one training step per stage") as status:
+            steps = dry_run(protocol, path.resolve().parent, progress=lambda line: status.update(f"dry run: {line}"))
+        out.print(f"dry run: {len(steps)} steps ran ({', '.join(steps)})")
+    out.print("[green]ok[/green]: protocol is valid, manifests are built and uncontaminated")
+    return EXIT_OK
+
+
+def cmd_manifest(args: argparse.Namespace) -> int:
+    from ledger.spec.loader import load_protocol
+
+    path = Path(args.protocol)
+    protocol = load_protocol(path)
+    manifests = _build_or_fail(protocol, path)
+    out.print(_manifest_table(protocol, manifests))
+    if args.out:
+        folder = Path(args.out)
+        for name, manifest in manifests.items():
+            written = manifest.write_jsonl(folder / f"{name}.jsonl")
+            out.print(f"wrote {written} ({len(manifest)} rows)")
+    return EXIT_OK
+
+
+def cmd_params(args: argparse.Namespace) -> int:
+    from ledger.spec.loader import load_protocol
+
+    protocol = load_protocol(args.protocol)
+    try:
+        from arms.bases.loading import BaseModelNotFound
+        from arms.params import protocol_params
+    except ImportError as exc:  # the model extras are not installed
+        raise CommandError(f"`ledger params` needs the model extras: pip install -e '.[models]' ({exc})") from None
+    loops = tuple(int(t) for t in args.loops.split(","))
+    try:
+        rows = protocol_params(protocol, loops=loops, protocol_dir=Path(args.protocol).resolve().parent)
+    except BaseModelNotFound as exc:
+        raise CommandError(str(exc)) from None
+    table = Table(title=f"{protocol.name}: trainable parameters (unique, tied tensors once) and inference cost")
+    for column in (
+        "arm",
+        "kind",
+        "base",
+        "base unique",
+        "base w/o embeddings",
+        "trainable",
+        "% of base",
+        "detail",
+        *(f"cost T={t}" for t in loops),
+    ):
+        table.add_column(column, justify="right" if column not in ("arm", "kind", "base", "detail") else "left")
+    for row in rows:
+        table.add_row(
+            row.arm,
+            row.kind,
+            row.base,
+            f"{row.base_unique:,}",
+            f"{row.base_non_embedding:,}",
+            f"{row.trainable:,}",
+            f"{100 * row.trainable / row.base_unique:.2f}%",
+            row.detail,
+            *(f"{row.cost_by_loops[t]:.2f}x" if row.cost_by_loops else "1.00x" for t in loops),
+        )
+    out.print(table)
+    answer_only = [
+        arm.id for arm in protocol.arms if getattr(getattr(arm, "bridge", None), "reentry", "all") == "answer"
+    ]
+    if answer_only:
+        out.print(
+            f"{', '.join(answer_only)}: answer-only re-entry. The cost columns count every position looping "
+            "(what `ledger run` computes); their prompt positions compute the same values at every loop, so "
+            "with a cache the prompt costs 1.00x and only the answer position pays for the loops."
+        )
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        from ledger.run.bases import BaseUnavailable, RunRefused
+        from ledger.run.runner import Runner
+    except ImportError as exc:
+        raise CommandError(f"`ledger run` needs the model extras: pip install -e '.[models]' ({exc})") from None
+    from ledger.audit.preregistration import RegistrationRefused
+
+    arms = [arm.strip() for arm in args.arms.split(",")] if args.arms else None
+    try:
+        runner = Runner(
+            args.protocol, db=args.db, out=args.out, resume=args.resume, arms=arms, progress=not args.no_progress
+        )
+        result = runner.run()
+    except BaseUnavailable as exc:
+        raise CommandError(str(exc)) from None
+    except (RunRefused, RegistrationRefused) as exc:
+        raise CommandError(f"refused: {exc}", EXIT_REFUSED) from None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    _print_run_summary(result)
+    return EXIT_REFUSED if result.hard_stopped else EXIT_OK
+
+
+def _print_run_summary(result) -> None:
+    table = Table(title=f"{result.protocol.name} ({result.protocol_sha256[:12]})")
+    for column in ("arm", "status", "accuracy (final loop)", "tail (top 4 depths)", "gates"):
+        table.add_column(column, overflow="fold")
+    for arm in result.arms:
+        accuracy = "; ".join(f"{m} {c}/{n} = {c / n:.3f}" for m, (c, n) in arm.accuracy.items() if n) or "-"
+        tail = "; ".join(f"{m} {c}/{n} = {c / n:.3f}" for m, (c, n) in arm.tail.items() if n) or "-"
+        gates = "; ".join(f"{g['gate']} {'pass' if g['passed'] else 'FAIL'} ({g['action']})" for g in arm.gates) or "-"
+        status = arm.status if not arm.note else f"{arm.status}: {arm.note}"
+        table.add_row(arm.arm, status, accuracy, tail, gates)
+    out.print(table)
+    if result.claims:
+        claims = Table(title="preregistered claims")
+        for column in ("claim", "outcome", "integrity", "figures"):
+            claims.add_column(column, overflow="fold")
+        for verdict in result.claims:
+            claims.add_row(verdict.claim_id, verdict.outcome, verdict.integrity, verdict.reason)
+        out.print(claims)
+    if result.claims_waiting_for and result.protocol.claims:
+        out.print(
+            f"claims not judged yet: arm(s) {', '.join(result.claims_waiting_for)} have not finished in this "
+            "ledger; run them (--arms), then `ledger run --resume` or `ledger verify` judges the claims"
+        )
+    if result.report is not None:
+        out.print(f"report: {result.report}")
+    out.print(f"log: {result.out_dir / 'run.log'}")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ledger.report.html import report_for_protocol_name
+
+    with _store(args, create=False) as store:
+        path = report_for_protocol_name(store, args.name, Path(args.out) if args.out else Path("runs") / args.name)
+    out.print(f"report: {path}")
+    return EXIT_OK
+
+
+def cmd_pretrain_base(args: argparse.Namespace) -> int:
+    try:
+        from arms.bases.pretrain import pretrain_base
+    except ImportError as exc:
+        raise CommandError(
+            f"`ledger pretrain-base` needs the model extras: pip install -e '.[models]' ({exc})"
+        ) from None
+    try:  # a bad recipe raises ProtocolError, which main() prints as located issues
+        summary = pretrain_base(args.recipe, args.out, max_steps=args.max_steps, progress=not args.no_progress)
+    except (ValueError, FileExistsError) as exc:
+        raise CommandError(str(exc)) from None
+    out.print_json(data=summary)
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _build_or_fail(protocol, path: Path):
+    from ledger.rows.builder import build_manifests
+    from ledger.rows.contamination import ContaminationError
+
+    try:
+        return build_manifests(protocol)
+    except ContaminationError as exc:
+        raise CommandError(f"{path}: manifests: {exc}") from None
+    except ValueError as exc:
+        raise CommandError(f"{path}: manifests: {exc}") from None
+
+
+def _manifest_table(protocol, manifests) -> Table:
+    table = Table(title="manifests")
+    for column in ("id", "role", "generator", "rows"):
+        table.add_column(column)
+    table.add_column("sha256", no_wrap=True, min_width=64)
+    for spec in protocol.manifests:
+        manifest = manifests[spec.id]
+        detail = spec.generator
+        if spec.generator == "rule_chasing":
+            detail = f"rule_chasing/{spec.surface} {spec.alphabet} depth {spec.depths[0]}-{spec.depths[1]}"
+        table.add_row(spec.id, spec.role, detail, str(len(manifest)), manifest.sha256)
+    return table
+
+
+def _arm_design(arm) -> str:
+    if arm.kind == "dense":
+        objectives = {stage.objective for stage in arm.stages}
+        return "dense " + ("/".join(sorted(objectives)) or "base")
+    surgery = arm.surgery
+    where = f"split {list(surgery.split)}" if surgery.split else f"tuple {list(surgery.tuple_)}"
+    budget = arm.budget.kind
+    if budget == "adapter":
+        budget = f"adapter r={arm.budget.rank}"
+    return f"{where}, {arm.bridge.kind} bridge, {budget}"
+
+
+def _gate_rule(gate) -> str:
+    if gate.kind == "installation":
+        return f"active-label acc depth {gate.depths[0]}-{gate.depths[1]} >= {gate.threshold}"
+    if gate.kind == "guardrail":
+        return f"drop vs {gate.reference} <= {gate.max_drop}"
+    if gate.kind == "retention_floor":
+        return f"accuracy >= {gate.floor}"
+    return f"{gate.arm} > {gate.versus} ({gate.test}, alpha {gate.alpha}, {gate.consecutive} consecutive depths)"

@@ -1,0 +1,64 @@
+"""The bases of a run: checked on this machine before anything is written, loaded and hash-checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ledger.canonical import sha256_file
+from ledger.spec.bases import base_location
+from ledger.spec.protocol import Protocol
+
+__all__ = ["BaseUnavailable", "RunRefused", "check_bases_available", "load_protocol_base"]
+
+
+class BaseUnavailable(Exception):
+    """A base's weights are not on this machine (exit 2, nothing written)."""
+
+
+class RunRefused(Exception):
+    """The ledger refuses the run (exit 3): already run, failed lineage, changed protocol."""
+
+
+def check_bases_available(protocol: Protocol, protocol_dir: Path, arm_ids: list[str]) -> None:
+    """Refuse before writing anything if a base the selected arms need is not on this machine."""
+    from arms.bases.loading import _how_to, _looks_like_path
+
+    needed = {protocol.arm(arm_id).base for arm_id in arm_ids}
+    for name in sorted(needed):
+        spec = protocol.bases[name]
+        source = base_location(spec, protocol_dir)
+        if source.startswith("builtin:"):
+            continue
+        if _looks_like_path(source) or Path(source).exists():
+            if not Path(source).exists():
+                raise BaseUnavailable(f"base {name!r}: local path {source} does not exist. {_how_to(spec.source)}")
+            continue
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(source, "config.json")
+        except Exception:  # an invalid repo id, an unreadable cache
+            cached = None
+        if not isinstance(cached, str):
+            raise BaseUnavailable(f"base {name!r}: {_how_to(spec.source)}")
+
+
+def load_protocol_base(spec, protocol_dir: Path):
+    """(model, tokenizer, weights files) for a base; checks the declared SHA-256."""
+    from arms.bases.builtin import tiny_random_base
+    from arms.bases.loading import load_base
+
+    source = base_location(spec, protocol_dir)
+    if source.startswith("builtin:"):
+        import torch
+
+        model, tokenizer = tiny_random_base(source, dtype=getattr(torch, spec.dtype))
+        return model, tokenizer, []
+    model, tokenizer = load_base(source, dtype=spec.dtype, gguf_file=spec.gguf_file)
+    path = Path(source)
+    files = sorted(path.glob("*.safetensors")) + sorted(path.glob("*.gguf")) if path.is_dir() else [path]
+    if spec.sha256 is not None:
+        actual = sha256_file(files[0]) if len(files) == 1 else None
+        if actual != spec.sha256:
+            raise RunRefused(f"base {source}: weights hash to {actual}, the protocol declares {spec.sha256}")
+    return model, tokenizer, files
