@@ -31,7 +31,7 @@ def _run(tree: Path, argv: list[str], drop_caches: bool) -> float:
     if drop_caches:
         subprocess.run(["sync"], check=True)
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = _env(tree)
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "ledger", *argv], cwd=tree, env=env, capture_output=True, text=True, check=False
@@ -40,6 +40,14 @@ def _run(tree: Path, argv: list[str], drop_caches: bool) -> float:
     if done.returncode != 0:
         raise SystemExit(f"{tree}: ledger {' '.join(argv)} exited {done.returncode}: {done.stderr.strip()[-500:]}")
     return elapsed
+
+
+def _env(tree: Path) -> dict[str, str]:
+    """The tree first on the path; byte-code caches written as on a user's machine (some shells here set
+    PYTHONDONTWRITEBYTECODE, which makes every start compile every module from source)."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def _audit_argv(tree: Path, db: Path) -> list[str]:
@@ -52,7 +60,9 @@ def _audit_argv(tree: Path, db: Path) -> list[str]:
         check=False,
     ).stdout
     flags = ["--import"] if "--import" in help_text else []
-    return ["verify", "claims/external/", *flags, "--db", f"sqlite:///{db}"]
+    # the release lies beside this checkout (../shared), not beside the temporary worktree
+    release = ROOT.parent / "shared" / "reference" / "recurrent-qwen-svgd"
+    return ["verify", "claims/external/", *flags, "--root", str(release), "--db", f"sqlite:///{db}"]
 
 
 def main() -> None:

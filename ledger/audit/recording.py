@@ -17,7 +17,7 @@ from typing import Any
 
 from ledger.audit.importer import import_release, registered_release
 from ledger.audit.preregistration import claim_key
-from ledger.audit.release import load_release
+from ledger.audit.release import LoadedRelease, load_release
 from ledger.audit.verify import VerifyReport, claim_files
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.store import Store
@@ -27,6 +27,7 @@ from ledger.store import Store
 class ExternalImport:
     releases: list[str] = field(default_factory=list)  # releases imported now
     claims: list[str] = field(default_factory=list)  # claims registered now (or already)
+    loaded: dict[Path, LoadedRelease] = field(default_factory=dict)  # the files read, by mapping path
 
 
 def import_external(store: Store, paths: list[str | Path], root: str | Path | None = None) -> ExternalImport:
@@ -42,6 +43,7 @@ def import_external(store: Store, paths: list[str | Path], root: str | Path | No
             continue
         mapping_path = (path.parent / claim_file.release).resolve()
         loaded = load_release(mapping_path, root)
+        done.loaded[mapping_path] = loaded
         imported = registered_release(store, loaded.mapping.release)
         if imported is None:
             protocol_sha = import_release(store, mapping_path, root, loaded=loaded).protocol_sha256

@@ -13,6 +13,7 @@ the separate, explicit steps of ``ledger.audit.recording``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from ledger.audit.importer import registered_release, release_document
 from ledger.audit.integrity import Finding, Integrity, protocol_file_problems
 from ledger.audit.preregistration import claim_depends_on, claim_key, deviated_items, registered_versions
-from ledger.audit.release import ReleaseError, load_release
+from ledger.audit.release import LoadedRelease, ReleaseError, load_release
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.judge.claims import ClaimResult, evaluate_claims
 from ledger.spec.claims import ClaimFile, load_claims
@@ -154,8 +155,12 @@ def verify(
     *,
     root: str | Path | None = None,
     since_head: tuple[str, int] | None = None,
+    releases: Mapping[Path, LoadedRelease] | None = None,
 ) -> VerifyReport:
-    """The claims under ``paths`` recomputed from this ledger, and everything they rest on checked."""
+    """The claims under ``paths`` recomputed from this ledger, and everything they rest on checked.
+
+    ``releases``: release files this process has just read (``verify --import``), by mapping path, so
+    that they are not read twice; every other release is read from its files here."""
     chain = store.verify_chain()
     report = VerifyReport([], [str(problem) for problem in chain.messages] if not chain.ok else [], store.head())
     if since_head is not None:
@@ -169,7 +174,7 @@ def verify(
     loaded, report.errors = claim_files(paths)
     for path, claim_file in loaded:
         try:
-            report.verdicts.extend(_verify_file(store, path, claim_file, integrity, root=root))
+            report.verdicts.extend(_verify_file(store, path, claim_file, integrity, root=root, releases=releases))
         except (ReleaseError, ProtocolError, FileNotFoundError) as exc:
             report.errors.append(f"{path}: {exc}")
     if report.chain_problems:
@@ -190,9 +195,11 @@ class _Scope:
     deviations: list[RecordedDeviation] = field(default_factory=list)
 
 
-def _verify_file(store: Store, path: Path, claim_file: ClaimFile, integrity: Integrity, *, root) -> list[ClaimVerdict]:
+def _verify_file(
+    store: Store, path: Path, claim_file: ClaimFile, integrity: Integrity, *, root, releases=None
+) -> list[ClaimVerdict]:
     if claim_file.release is not None:
-        scope = _release_scope(store, path, claim_file, root)
+        scope = _release_scope(store, path, claim_file, root, releases or {})
     else:
         scope = _protocol_scope(store, claim_file)
     if isinstance(scope, str):  # nothing of this file is in the ledger: the reason, for every claim
@@ -205,11 +212,13 @@ def _verify_file(store: Store, path: Path, claim_file: ClaimFile, integrity: Int
     ]
 
 
-def _release_scope(store: Store, path: Path, claim_file: ClaimFile, root) -> _Scope | str:
+def _release_scope(
+    store: Store, path: Path, claim_file: ClaimFile, root, releases: Mapping[Path, LoadedRelease]
+) -> _Scope | str:
     """An external audit: the release must already be imported, and its files unchanged since."""
     assert claim_file.release is not None  # only claim files that name a release are scoped here
     mapping_path = (path.parent / claim_file.release).resolve()
-    loaded = load_release(mapping_path, root)
+    loaded = releases.get(mapping_path) or load_release(mapping_path, root)
     imported = registered_release(store, loaded.mapping.release)
     if imported is None:
         return (

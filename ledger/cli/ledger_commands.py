@@ -83,9 +83,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     # Only an explicit --import may create a ledger (as `ledger import` does); verify alone reads.
     with _store(args, create=args.import_releases) as store:
         try:
-            if args.import_releases:
-                import_external(store, paths, args.root)
-            report = verify(store, paths, root=args.root, since_head=since)
+            imported = import_external(store, paths, args.root) if args.import_releases else None
+            releases = imported.loaded if imported is not None else None  # read once, not again by verify
+            report = verify(store, paths, root=args.root, since_head=since, releases=releases)
             if args.record:
                 record_outcomes(store, report)
                 report.head = store.head()

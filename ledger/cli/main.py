@@ -272,10 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # `--help` ends here: nothing heavier than argparse and rich is imported
     from ledger.spec.loader import ProtocolError
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
         return args.handler(args)
     except ProtocolError as exc:
