@@ -47,7 +47,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             arm.id,
             arm.kind,
             f"{arm.base} ({protocol.bases[arm.base].source})",
-            _arm_design(arm),
+            arm.design(),
             " -> ".join(f"{stage.id}:{stage.objective}x{stage.steps}" for stage in arm.stages) or "-",
             ", ".join(arm.evaluation.manifests),
         )
@@ -57,7 +57,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     for column in ("id", "kind", "manifest", "rule", "action"):
         gates.add_column(column)
     for gate in protocol.gates:
-        gates.add_row(gate.id, gate.kind, gate.manifest, _gate_rule(gate), gate.action)
+        gates.add_row(gate.id, gate.kind, gate.manifest, gate.rule(), gate.action)
     out.print(gates)
     for relative, claim_file in claim_files:
         out.print(
@@ -238,30 +238,5 @@ def _manifest_table(protocol, manifests) -> Table:
     table.add_column("sha256", no_wrap=True, min_width=64)
     for spec in protocol.manifests:
         manifest = manifests[spec.id]
-        detail = spec.generator
-        if spec.generator == "rule_chasing":
-            detail = f"rule_chasing/{spec.surface} {spec.alphabet} depth {spec.depths[0]}-{spec.depths[1]}"
-        table.add_row(spec.id, spec.role, detail, str(len(manifest)), manifest.sha256)
+        table.add_row(spec.id, spec.role, spec.describe(), str(len(manifest)), manifest.sha256)
     return table
-
-
-def _arm_design(arm) -> str:
-    if arm.kind == "dense":
-        objectives = {stage.objective for stage in arm.stages}
-        return "dense " + ("/".join(sorted(objectives)) or "base")
-    surgery = arm.surgery
-    where = f"split {list(surgery.split)}" if surgery.split else f"tuple {list(surgery.tuple_)}"
-    budget = arm.budget.kind
-    if budget == "adapter":
-        budget = f"adapter r={arm.budget.rank}"
-    return f"{where}, {arm.bridge.kind} bridge, {budget}"
-
-
-def _gate_rule(gate) -> str:
-    if gate.kind == "installation":
-        return f"active-label acc depth {gate.depths[0]}-{gate.depths[1]} >= {gate.threshold}"
-    if gate.kind == "guardrail":
-        return f"drop vs {gate.reference} <= {gate.max_drop}"
-    if gate.kind == "retention_floor":
-        return f"accuracy >= {gate.floor}"
-    return f"{gate.arm} > {gate.versus} ({gate.test}, alpha {gate.alpha}, {gate.consecutive} consecutive depths)"

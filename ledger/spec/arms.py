@@ -347,6 +347,13 @@ class RecurrentArm(_ArmCommon):
     bridge: Bridge
     budget: Budget
 
+    def design(self) -> str:
+        where = (
+            f"split {list(self.surgery.split)}" if self.surgery.split else f"tuple {list(self.surgery.tuple_ or ())}"
+        )
+        budget = f"adapter r={self.budget.rank}" if isinstance(self.budget, AdapterBudget) else self.budget.kind
+        return f"{where}, {self.bridge.kind} bridge, {budget}"
+
     @model_validator(mode="after")
     def _objectives(self) -> RecurrentArm:
         _check_stage_objectives(self.stages, self.kind)
@@ -355,6 +362,9 @@ class RecurrentArm(_ArmCommon):
 
 class DenseArm(_ArmCommon):
     kind: Literal["dense"]
+
+    def design(self) -> str:
+        return "dense " + ("/".join(sorted({stage.objective for stage in self.stages})) or "base")
 
     @model_validator(mode="after")
     def _objectives(self) -> DenseArm:

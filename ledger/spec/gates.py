@@ -43,6 +43,9 @@ class InstallationGate(_GateCommon):
     depths: DepthRange
     threshold: float = Field(ge=0, le=1, description="0 records the measurement without ever failing.")
 
+    def rule(self) -> str:
+        return f"active-label acc depth {self.depths[0]}-{self.depths[1]} >= {self.threshold}"
+
 
 class GuardrailGate(_GateCommon):
     """General ability at loop 1 must not drop more than ``max_drop`` against the base."""
@@ -52,6 +55,9 @@ class GuardrailGate(_GateCommon):
     max_drop: float = Field(ge=0, le=1)
     reference: Literal["base"] = "base"
 
+    def rule(self) -> str:
+        return f"drop vs {self.reference} <= {self.max_drop}"
+
 
 class RetentionFloorGate(_GateCommon):
     """Accuracy on a manifest must stay at or above a floor."""
@@ -60,6 +66,9 @@ class RetentionFloorGate(_GateCommon):
     manifest: str
     depths: DepthRange | None = None
     floor: float = Field(ge=0, le=1)
+
+    def rule(self) -> str:
+        return f"accuracy >= {self.floor}"
 
 
 class DepthGate(_GateCommon):
@@ -72,6 +81,9 @@ class DepthGate(_GateCommon):
     test: Literal["fisher_counts", "paired_exact"] = "paired_exact"
     alpha: float = Field(default=0.05, gt=0, lt=1)
     consecutive: int = Field(default=1, ge=1)
+
+    def rule(self) -> str:
+        return f"{self.arm} > {self.versus} ({self.test}, alpha {self.alpha}, {self.consecutive} consecutive depths)"
 
 
 GATE_KINDS.add(

@@ -65,6 +65,9 @@ class RuleChasingManifest(_ManifestCommon):
     def size(self) -> int:
         return (self.depths[1] - self.depths[0] + 1) * self.rows_per_depth
 
+    def describe(self) -> str:
+        return f"rule_chasing/{self.surface} {self.alphabet} depth {self.depths[0]}-{self.depths[1]}"
+
     def generator_params(self) -> dict[str, Any]:
         """The generator's keyword arguments (alphabet names resolve to symbols in the rows stage)."""
         return {
@@ -86,6 +89,9 @@ class ArithmeticManifest(_ManifestCommon):
     @property
     def size(self) -> int:
         return 4 * self.per_op
+
+    def describe(self) -> str:
+        return f"arithmetic {self.per_op} per operation"
 
     def generator_params(self) -> dict[str, Any]:
         return {"seed": self.seed, "split": self.split, "per_op": self.per_op, "version": self.version}

@@ -21,8 +21,8 @@ from ledger.canonical import canonical_json, sha256_hex
 from ledger.spec.arms import Arm, DenseArm, RecurrentArm
 from ledger.spec.bases import BaseModelSpec
 from ledger.spec.common import SCHEMA_VERSION, StrictModel
-from ledger.spec.gates import DepthGate, Gate, InstallationGate, RetentionFloorGate
-from ledger.spec.manifests import ArithmeticManifest, ManifestSpec, RuleChasingManifest
+from ledger.spec.gates import GATE_KINDS, Gate
+from ledger.spec.manifests import GENERATORS, ArithmeticManifest, ManifestSpec, RuleChasingManifest
 
 
 class Hypothesis(StrictModel):
@@ -74,11 +74,12 @@ class Protocol(StrictModel):
                 if arm.init_from == arm.id:
                     problems.append(("an arm cannot continue from itself", ["arms", a, "init_from"]))
             base = self.bases.get(arm.base)
-            if isinstance(arm, RecurrentArm) and base is not None and base.num_layers is not None:
-                if arm.surgery.layers_needed() > base.num_layers:
+            surgery = getattr(arm, "surgery", None)  # arms with a recurrent block
+            if surgery is not None and base is not None and base.num_layers is not None:
+                if surgery.layers_needed() > base.num_layers:
                     problems.append(
                         (
-                            f"surgery needs at least {arm.surgery.layers_needed()} layers but base "
+                            f"surgery needs at least {surgery.layers_needed()} layers but base "
                             f"{arm.base!r} has {base.num_layers}",
                             ["arms", a, "surgery"],
                         )
@@ -117,17 +118,19 @@ class Protocol(StrictModel):
                     )
             if self.claims:
                 problems.append(("an exploratory protocol preregisters no claims", ["claims"]))
-        for g, gate in enumerate(self.gates):
+        gate_list: list[Any] = list(self.gates)  # each kind carries its own references
+        for g, gate in enumerate(gate_list):
             need("manifest", gate.manifest, manifests, ["gates", g, "manifest"])
-            if isinstance(gate, DepthGate):
+            if GATE_KINDS[gate.kind].after == "arms":  # a comparison of two arms
                 need("arm", gate.arm, arms, ["gates", g, "arm"])
                 need("arm", gate.versus, arms, ["gates", g, "versus"])
-            if isinstance(gate, (InstallationGate, RetentionFloorGate)) and gate.depths is not None:
-                low, high = gate.depths
+            gate_depths = getattr(gate, "depths", None)
+            if gate_depths is not None:
+                low, high = gate_depths
                 if low > high:
                     problems.append((f"depth range is inverted: [{low}, {high}]", ["gates", g, "depths"]))
                 gate_manifest: Any = manifests.get(gate.manifest)
-                if isinstance(gate_manifest, RuleChasingManifest) and (
+                if GENERATORS[gate_manifest.generator].reading == "by_loop" and (
                     low < gate_manifest.depths[0] or high > gate_manifest.depths[1]
                 ):
                     problems.append(
