@@ -16,7 +16,7 @@ from typing import Any
 
 from ledger.canonical import sha256_file
 from ledger.rows.builder import build_manifests
-from ledger.spec.check import check_protocol_file
+from ledger.spec.check import CheckedProtocol, check_protocol_file
 from ledger.spec.claims import ClaimFile, check_claims_against, load_claims
 from ledger.spec.loader import ProtocolError
 from ledger.spec.protocol import Protocol
@@ -152,10 +152,13 @@ def _write(store: Store, path: Path, protocol: Protocol) -> Registration:
     return Registration(protocol, sha, manifest_shas, claim_ids, already=False)
 
 
-def register(store: Store, path: str | Path) -> Registration:
-    """Register a protocol before any result; refuses a silently changed protocol."""
+def register(store: Store, path: str | Path, checked: CheckedProtocol | None = None) -> Registration:
+    """Register a protocol before any result; refuses a silently changed protocol.
+
+    ``checked``: the protocol already passed through ``check_protocol_file`` by the caller (who checks
+    before opening the database), so that it is not loaded and checked twice."""
     path = Path(path)
-    protocol = check_protocol_file(path).protocol  # complete validation before anything is written
+    protocol = (checked or check_protocol_file(path)).protocol  # complete validation before anything is written
     versions = registered_versions(store, protocol.name)
     if any(version.sha256 == protocol.sha256 for version in versions):
         manifests = {manifest.name: manifest.sha256 for manifest in store.manifests_of([protocol.sha256])}
@@ -192,12 +195,14 @@ def diff_items(planned: Any, actual: Any, prefix: str = "") -> list[tuple[str, A
     return [] if planned == actual else [(prefix, planned, actual)]
 
 
-def deviate(store: Store, path: str | Path, *, reason: str, timing: str) -> tuple[str, str, list[tuple[str, Any, Any]]]:
+def deviate(
+    store: Store, path: str | Path, *, reason: str, timing: str, checked: CheckedProtocol | None = None
+) -> tuple[str, str, list[tuple[str, Any, Any]]]:
     """Record every change of a registered protocol as a deviation, then register the new version."""
     if timing not in TIMINGS:
         raise ValueError(f"timing must be one of {', '.join(TIMINGS)}, got {timing!r}")
     path = Path(path)
-    protocol = check_protocol_file(path).protocol
+    protocol = (checked or check_protocol_file(path)).protocol
     versions = registered_versions(store, protocol.name)
     if not versions:
         raise RegistrationRefused(f"protocol {protocol.name!r} was never registered: nothing to deviate from")

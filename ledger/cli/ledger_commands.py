@@ -15,10 +15,10 @@ def cmd_register(args: argparse.Namespace) -> int:
     from ledger.audit.preregistration import RegistrationRefused, register
     from ledger.spec.check import check_protocol_file
 
-    check_protocol_file(args.protocol)  # refused before the database is opened (or created)
+    checked = check_protocol_file(args.protocol)  # refused before the database is opened (or created)
     with _store(args) as store:
         try:
-            registration = register(store, args.protocol)
+            registration = register(store, args.protocol, checked)
         except RegistrationRefused as exc:
             raise CommandError(str(exc), EXIT_REFUSED) from None
         verb = "already registered" if registration.already else "registered"
@@ -35,10 +35,10 @@ def cmd_deviate(args: argparse.Namespace) -> int:
     from ledger.audit.preregistration import RegistrationRefused, deviate
     from ledger.spec.check import check_protocol_file
 
-    check_protocol_file(args.protocol)
+    checked = check_protocol_file(args.protocol)
     with _store(args) as store:
         try:
-            old, new, changes = deviate(store, args.protocol, reason=args.reason, timing=args.timing)
+            old, new, changes = deviate(store, args.protocol, reason=args.reason, timing=args.timing, checked=checked)
         except RegistrationRefused as exc:
             raise CommandError(str(exc), EXIT_REFUSED) from None
         out.print(f"deviation recorded: {old[:12]} -> {new[:12]} ({args.timing}: {args.reason})")

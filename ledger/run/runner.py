@@ -87,7 +87,8 @@ class Runner:
     ):
         self.protocol_path = Path(protocol_path)
         # complete validation before anything is written: the database is not even opened
-        self.protocol = check_protocol_file(self.protocol_path).protocol
+        self.checked = check_protocol_file(self.protocol_path)
+        self.protocol = self.checked.protocol
         self.protocol_dir = self.protocol_path.resolve().parent
         known = [arm.id for arm in self.protocol.arms]
         unknown = [arm for arm in (arms or []) if arm not in known]
@@ -117,7 +118,7 @@ class Runner:
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         self.store = open_store(url)
         try:
-            register(self.store, self.protocol_path)
+            register(self.store, self.protocol_path, self.checked)
             self.sha = registration_of(self.store, self.protocol)
             log.info("protocol %s registered as %s", self.protocol.name, self.sha)
             self.manifests: dict[str, Manifest] = build_manifests(self.protocol)
