@@ -13,8 +13,8 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from ledger.run.reading import read_rows
 from ledger.spec.gates import GATE_KINDS
-from ledger.spec.manifests import GENERATORS
 from ledger.spec.protocol import Protocol
 
 ROWS = 4  # rows per training step, gate reading and evaluation read
@@ -23,13 +23,6 @@ ROWS = 4  # rows per training step, gate reading and evaluation read
 def sample(rows: list) -> list:
     """``ROWS`` rows spread over the manifest (rows are ordered by depth: every depth gets a say)."""
     return rows[:: max(1, len(rows) // ROWS)][:ROWS]
-
-
-def read_rows(runtime: Any, arm: Any, manifest: Any, rows: list) -> list:
-    """How an arm reads a manifest's rows: multiple choice once at loop 1, chains at every loop."""
-    if GENERATORS[manifest.generator].reading == "choice":
-        return runtime.choice_at_loop1(rows, arm.evaluation.batch_size)
-    return runtime.evaluate(rows, arm.evaluation)
 
 
 def _base_correct(model: Any, tokenizer: Any, reader: Any, rows: list) -> dict[str, bool]:

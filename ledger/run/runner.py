@@ -34,6 +34,7 @@ from ledger.canonical import canonical_json, sha256_file, sha256_hex
 from ledger.rows.manifest import Manifest
 from ledger.run.bases import RunRefused, check_bases_available, load_protocol_base
 from ledger.run.progress import Progress
+from ledger.run.reading import read_rows
 from ledger.spec.check import check_protocol_file
 from ledger.spec.gates import GATE_KINDS
 from ledger.spec.manifests import GENERATORS
@@ -348,8 +349,6 @@ class Runner:
         return outcome
 
     def _evaluate(self, runtime, arm, manifest_id: str, rows):
-        from ledger.run.dry_run import read_rows
-
         spec = self.protocol.manifest(manifest_id)
         readings = read_rows(runtime, arm, spec, rows)
         return self._inject(arm.id, readings) if GENERATORS[spec.generator].reading == "choice" else readings
