@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from arms.device import model_device, synchronize
 from arms.train.step import TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.reader.shared import Reader
@@ -55,11 +56,6 @@ def draw_batch(rows: Sequence[Any], batch_size: int, *seed_parts: Any) -> list[A
     return [rows[int(index)] for index in picks]
 
 
-def _sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
 class ArmRuntime:
     """Shared machinery: optimiser, stage loop, trainable state on disk."""
 
@@ -67,6 +63,7 @@ class ArmRuntime:
         self.model = model
         self.tokenizer = tokenizer
         self.reader = reader
+        self.device = model_device(model)  # inputs follow the model (the runner placed it)
 
     # -- parameters and state
 
@@ -147,12 +144,20 @@ class ArmRuntime:
             with torch.inference_mode():
                 logits = self.loop1_logits(chunk)
             for row, scores in zip(chunk, logits):
-                read = self.reader.decode_scores(scores.float().numpy(), row)
+                read = self.reader.decode_scores(scores.float().cpu().numpy(), row)
                 readings.append(Reading(row.row_id, 1, read.prediction, read.correct, _finite(read.margin)))
         return readings
 
     def loop1_logits(self, rows: Sequence[Any]) -> torch.Tensor:
         raise NotImplementedError
+
+
+def _on(tensors: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    return {key: value.to(device) for key, value in tensors.items()}
+
+
+def _symbol_ids(reader: Reader, device: torch.device) -> torch.Tensor:
+    return torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols], device=device)
 
 
 def _finite(value: float | None) -> float | None:
@@ -170,7 +175,7 @@ class RecurrentRuntime(ArmRuntime):
         model, groups = apply_budget(model, arm.budget, derived_seed(arm.id, "lora-init"))
         super().__init__(model, tokenizer, reader)
         self.arm = arm
-        self.symbol_ids = torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols])
+        self.symbol_ids = _symbol_ids(reader, self.device)
         self.groups = groups
 
     def named_groups(self):
@@ -178,7 +183,7 @@ class RecurrentRuntime(ArmRuntime):
 
     def _encode(self, rows):
         encoded = self.reader.encode(rows, return_tensors="pt")
-        return encoded["input_ids"], encoded["attention_mask"]
+        return encoded["input_ids"].to(self.device), encoded["attention_mask"].to(self.device)
 
     def readouts(self, rows, loops: int) -> torch.Tensor:
         """[loops, batch, n_symbols]: every loop's readout restricted to the reader's symbols."""
@@ -198,7 +203,7 @@ class RecurrentRuntime(ArmRuntime):
         weight = (
             anneal_weight(step, stage.steps, stage.anneal_fraction) if "anneal_fraction" in objective.reads else None
         )
-        batch = make_recurrent_batch(rows, self.reader)
+        batch = make_recurrent_batch(rows, self.reader, device=self.device)
         return recurrent_loss(self.model, batch, objective=stage.objective, anneal_weight=weight).loss
 
     def evaluate(self, rows, evaluation) -> list[Reading]:
@@ -217,7 +222,8 @@ class RecurrentRuntime(ArmRuntime):
                 for b, row in enumerate(chunk):
                     for loop in wanted:
                         target = row.path[loop] if loop <= row.depth and len(row.path) > loop else None
-                        read = self.reader.decode_scores(logits[loop - 1, b].float().numpy(), row, target=target)
+                        scores = logits[loop - 1, b].float().cpu().numpy()
+                        read = self.reader.decode_scores(scores, row, target=target)
                         correct = read.correct if target is not None else None
                         readings.append(Reading(row.row_id, loop, read.prediction, correct, _finite(read.margin)))
             self._time_sample(group, loops, evaluation.latency_sample_per_depth, readings)
@@ -229,11 +235,11 @@ class RecurrentRuntime(ArmRuntime):
         for row in group[:sample]:
             times = []
             for _ in range(3):
-                _sync()
+                synchronize(self.device)
                 started = time.perf_counter()
                 with torch.inference_mode():
                     self.readouts([row], loops)
-                _sync()
+                synchronize(self.device)
                 times.append((time.perf_counter() - started) * 1000.0)
             reading = final.get((row.row_id, row.depth)) or final.get((row.row_id, loops))
             if reading is not None:
@@ -251,7 +257,7 @@ class DenseRuntime(ArmRuntime):
         self.arm = arm
         for parameter in self.model.parameters():
             parameter.requires_grad_(True)
-        self.symbol_ids = torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols])
+        self.symbol_ids = _symbol_ids(reader, self.device)
 
     def named_groups(self):
         matrices = [p for p in self.model.parameters() if p.ndim == 2]
@@ -263,10 +269,10 @@ class DenseRuntime(ArmRuntime):
 
         mode = OBJECTIVES[stage.objective].target_format
         batch = collate_sft(build_sft_examples(rows, self.reader, mode=mode), self.tokenizer)
-        return self.model(**batch).loss
+        return self.model(**_on(batch, self.device)).loss
 
     def loop1_logits(self, rows):
-        encoded = self.reader.encode(rows, return_tensors="pt")
+        encoded = _on(self.reader.encode(rows, return_tensors="pt"), self.device)
         out = self.model(**encoded, logits_to_keep=1).logits[:, -1]
         return out[:, self.symbol_ids]
 
@@ -302,14 +308,15 @@ def build_runtime(arm: Any, base_model, tokenizer, reader: Reader) -> ArmRuntime
 
 def base_choice_readings(base_model, tokenizer, reader: Reader, rows, batch_size: int = 16) -> list[Reading]:
     """The base model itself on multiple-choice rows (the guardrail's reference), loop 1."""
-    symbol_ids = torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols])
+    device = model_device(base_model)
+    symbol_ids = _symbol_ids(reader, device)
     readings = []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
-        encoded = reader.encode(chunk, return_tensors="pt")
+        encoded = _on(reader.encode(chunk, return_tensors="pt"), device)
         with torch.inference_mode():
             logits = base_model(**encoded, logits_to_keep=1).logits[:, -1][:, symbol_ids]
         for row, scores in zip(chunk, logits):
-            read = reader.decode_scores(scores.float().numpy(), row)
+            read = reader.decode_scores(scores.float().cpu().numpy(), row)
             readings.append(Reading(row.row_id, 1, read.prediction, read.correct, _finite(read.margin)))
     return readings

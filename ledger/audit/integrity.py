@@ -12,6 +12,7 @@ from ledger.canonical import sha256_file, sha256_hex
 from ledger.rows.builder import build_manifests
 from ledger.spec.loader import ProtocolError, load_protocol
 from ledger.store import Store
+from ledger.store.objects import default_artifact_root, locate
 
 Finding = tuple[str, str]  # (integrity, message)
 
@@ -19,8 +20,10 @@ Finding = tuple[str, str]  # (integrity, message)
 class Integrity:
     """Re-hashing shared by the claims of one verify (each item is checked once)."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, artifacts: list[Path] | None = None):
         self.store = store
+        # --artifacts folders first, then the ledger's own root (its files may have moved with it)
+        self.roots = [*(artifacts or []), default_artifact_root(store.url)]
         self.manifest_cache: dict[str, list[str]] = {}
         self.checkpoint_cache: dict[str, Finding | None] = {}
 
@@ -55,13 +58,15 @@ class Integrity:
         record = self.store.checkpoint(sha)
         if record is None:
             return ("tampered", f"checkpoint {sha[:12]} is not in the ledger")
-        if not record.path:
-            return ("unverifiable", f"checkpoint {sha[:12]} ({record.arm}) has no file to re-hash")
-        if not Path(record.path).is_file():
-            return ("unverifiable", f"checkpoint file {record.path} not found")
-        actual = sha256_file(record.path)
+        file = locate(record.path, sha, self.roots)
+        if file is None:
+            if not record.path:
+                return ("unverifiable", f"checkpoint {sha[:12]} ({record.arm}) has no file to re-hash")
+            searched = ", ".join(str(root) for root in self.roots)
+            return ("unverifiable", f"checkpoint file {record.path} not found (searched {searched}; see --artifacts)")
+        actual = sha256_file(file)
         if actual != sha:
-            return ("tampered", f"checkpoint file {record.path} hashes to {actual[:12]}, registered {sha[:12]}")
+            return ("tampered", f"checkpoint file {file} hashes to {actual[:12]}, registered {sha[:12]}")
         return None
 
 

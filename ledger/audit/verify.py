@@ -156,11 +156,13 @@ def verify(
     root: str | Path | None = None,
     since_head: tuple[str, int] | None = None,
     releases: Mapping[Path, LoadedRelease] | None = None,
+    artifacts: list[Path] | None = None,
 ) -> VerifyReport:
     """The claims under ``paths`` recomputed from this ledger, and everything they rest on checked.
 
     ``releases``: release files this process has just read (``verify --import``), by mapping path, so
-    that they are not read twice; every other release is read from its files here."""
+    that they are not read twice; every other release is read from its files here. ``artifacts``:
+    folders to look for checkpoint files in before the ledger's own artifact root."""
     chain = store.verify_chain()
     report = VerifyReport([], [str(problem) for problem in chain.messages] if not chain.ok else [], store.head())
     if since_head is not None:
@@ -170,7 +172,7 @@ def verify(
             report.chain_problems.append(
                 f"log is not an extension of head {since_head[0][:12]}:{since_head[1]}: {consistency.message}"
             )
-    integrity = Integrity(store)
+    integrity = Integrity(store, artifacts)
     loaded, report.errors = claim_files(paths)
     for path, claim_file in loaded:
         try:

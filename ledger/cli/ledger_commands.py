@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from rich.table import Table
 
@@ -85,7 +86,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         try:
             imported = import_external(store, paths, args.root) if args.import_releases else None
             releases = imported.loaded if imported is not None else None  # read once, not again by verify
-            report = verify(store, paths, root=args.root, since_head=since, releases=releases)
+            artifacts = [Path(folder) for folder in args.artifacts or []]
+            report = verify(store, paths, root=args.root, since_head=since, releases=releases, artifacts=artifacts)
             if args.record:
                 record_outcomes(store, report)
                 report.head = store.head()

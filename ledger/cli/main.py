@@ -168,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
     verify.add_argument("--since-head", metavar="ROOT:SIZE", help="also prove the log only grew since this head")
     verify.add_argument("--root", help="folder holding release files (overrides a release mapping's root)")
+    verify.add_argument(
+        "--artifacts",
+        metavar="DIR",
+        action="append",
+        help="also look for checkpoint files in DIR (a folder holding objects/sha256/..., e.g. a moved or "
+        "copied run folder); may be given more than once. Default: the ledger's own folder",
+    )
     verify.add_argument("--json", action="store_true", help="print a JSON report")
     verify.add_argument(
         "--record",
@@ -219,7 +226,18 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     run.add_argument("protocol", help="protocol YAML file")
-    run.add_argument("--out", help="output folder (default runs/PROTOCOL-NAME): checkpoints, run.log, report")
+    run.add_argument("--out", help="output folder (default runs/PROTOCOL-NAME): run.log and the report")
+    run.add_argument(
+        "--device",
+        help="where the arms run: auto (default: the first CUDA GPU, else the CPU), cpu, cuda or cuda:N; "
+        "overrides the protocol's `device` (which is not part of its hash)",
+    )
+    run.add_argument(
+        "--artifacts",
+        metavar="DIR",
+        help="folder whose objects/sha256/ holds the checkpoint files (default: the SQLite ledger's folder, "
+        "else ./runs, or $LEDGER_ARTIFACTS)",
+    )
     run.add_argument("--resume", action="store_true", help="continue a run from what the ledger already holds")
     run.add_argument("--arms", help="comma-separated arm ids to run (default: all)")
     run.add_argument("--no-progress", action="store_true", help="no progress bars (the log still records progress)")

@@ -151,7 +151,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     arms = [arm.strip() for arm in args.arms.split(",")] if args.arms else None
     try:
         runner = Runner(
-            args.protocol, db=args.db, out=args.out, resume=args.resume, arms=arms, progress=not args.no_progress
+            args.protocol,
+            db=args.db,
+            out=args.out,
+            resume=args.resume,
+            arms=arms,
+            progress=not args.no_progress,
+            device=args.device,
+            artifacts=args.artifacts,
         )
         result = runner.run()
     except BaseUnavailable as exc:

@@ -346,3 +346,14 @@ def resolve_protocol(store: Store, name: str) -> tuple[tuple[str, ...], tuple[in
     supports = [s for s in (support_depths_of(version.canonical_json) for version in versions) if s is not None]
     support = (min(s[0] for s in supports), max(s[1] for s in supports)) if supports else None
     return tuple(version.sha256 for version in versions), support
+
+
+def run_environments(store: Store, protocol_sha256s: tuple[str, ...]) -> list[tuple[list[str], dict]]:
+    """``(run ids, environment)`` per distinct environment recorded by these protocols' runs."""
+    grouped: dict[str, tuple[list[str], dict]] = {}
+    for sha in protocol_sha256s:
+        for run in store.rows_of("runs", protocol_sha256=sha):
+            environment = json.loads(run["environment_json"] or "{}")
+            key = json.dumps(environment, sort_keys=True)
+            grouped.setdefault(key, ([], environment))[0].append(run["run_id"])
+    return list(grouped.values())

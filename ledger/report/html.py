@@ -38,6 +38,7 @@ from ledger.report.data import (
     lineage_nodes,
     resolve_protocol,
     rule_chasing_manifests,
+    run_environments,
     scoped_readings,
     series_of,
     support_depths_of,
@@ -54,6 +55,7 @@ from ledger.report.sections import (
     CSS,
     accuracy_table,
     claims_html,
+    environment_html,
     esc,
     heatmap_table,
     img,
@@ -245,6 +247,16 @@ def write_report(
         "action).</p>"
     )
     body.append(lineage_html(lineage_nodes(store, shas)))
+    body.append("</section>")
+
+    # 6. environment
+    body.append('<section id="environment"><h2>6. Environment</h2>')
+    body.append(
+        '<p class="note">What each run recorded of the code and machine it ran on: the project\'s git commit '
+        "(and whether its tree was dirty), package versions, the device, its name and the dtype. Runs with the "
+        "same environment share a row.</p>"
+    )
+    body.append(environment_html(run_environments(store, shas)))
     body.append("</section>")
 
     protocol_items = "".join(

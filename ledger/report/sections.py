@@ -232,3 +232,28 @@ def claims_html(rows: list[ClaimRow]) -> str:
         )
     lines.append("</table>")
     return "".join(lines)
+
+
+def environment_html(environments: list[tuple[list[str], dict]]) -> str:
+    if not environments:
+        return '<p class="note">No runs of these protocols are recorded (an imported release records none).</p>'
+    lines = [
+        '<table class="environment"><tr><th>runs</th><th>git commit</th><th>device</th><th>dtype</th>'
+        "<th>packages</th><th>CUDA / cuDNN</th><th>python, threads</th></tr>"
+    ]
+    for runs, env in environments:
+        git = env.get("git") or {}
+        commit = (
+            f"{git['commit'][:12]}{' (dirty)' if git.get('dirty') else ''}" if git.get("commit") else "not a git tree"
+        )
+        packages = env.get("packages") or {"torch": env.get("torch")}
+        versions = ", ".join(f"{name} {version}" for name, version in packages.items() if version)
+        device = " ".join(str(part) for part in (env.get("device"), env.get("device_name")) if part) or "not recorded"
+        cuda = f"{env.get('cuda') or '-'} / {env.get('cudnn') or '-'}"
+        lines.append(
+            f"<tr><td>{esc(', '.join(runs))}</td><td><code>{esc(commit)}</code></td><td>{esc(device)}</td>"
+            f"<td>{esc(env.get('dtype', '-'))}</td><td>{esc(versions)}</td><td>{esc(cuda)}</td>"
+            f"<td>{esc(env.get('python', '-'))}, {esc(env.get('threads', '-'))} threads</td></tr>"
+        )
+    lines.append("</table>")
+    return "".join(lines)

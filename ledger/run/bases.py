@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.canonical import sha256_file
+from ledger.canonical import canonical_json, sha256_file, sha256_hex
 from ledger.spec.bases import base_location
 from ledger.spec.protocol import Protocol
 
-__all__ = ["BaseUnavailable", "RunRefused", "check_bases_available", "load_protocol_base"]
+__all__ = ["BaseUnavailable", "RunRefused", "check_bases_available", "load_protocol_base", "record_base"]
 
 
 class BaseUnavailable(Exception):
@@ -62,3 +62,28 @@ def load_protocol_base(spec, protocol_dir: Path):
         if actual != spec.sha256:
             raise RunRefused(f"base {source}: weights hash to {actual}, the protocol declares {spec.sha256}")
     return model, tokenizer, files
+
+
+def record_base(store, objects, name: str, spec, model, files: list[Path]) -> str:
+    """The base's weights as the root checkpoint of every arm built on it (its SHA-256).
+
+    A base read from one file is adopted as an object (hard-linked in, so the run folder
+    carries it); several files are recorded by a hash over their hashes, with no single
+    path. A built-in base's seeded weights are written once as an object and hashed."""
+    if files:
+        if len(files) == 1:
+            sha, path = objects.adopt(files[0])
+        else:
+            sha, path = sha256_hex(canonical_json({f.name: sha256_file(f) for f in files})), None
+    else:
+        from safetensors.torch import save_file
+
+        tmp = objects.temporary(f"base-{name}.safetensors")
+        state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+        save_file(state, str(tmp), metadata={"ledger": canonical_json({"base": name})})
+        sha, path = objects.put(tmp)
+    if store.checkpoint(sha) is None:
+        store.add_checkpoint(
+            sha256=sha, path=path, arm=f"base:{name}", status="promoted", stage="base", meta={"source": spec.source}
+        )
+    return sha

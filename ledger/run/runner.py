@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import logging
 import os
-import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.canonical import canonical_json, sha256_file, sha256_hex
+from ledger.canonical import canonical_json, sha256_hex
 from ledger.rows.manifest import Manifest
-from ledger.run.bases import RunRefused, check_bases_available, load_protocol_base
+from ledger.run.after_arms import accuracy, depth_gates, judge_claims, unfinished_arms
+from ledger.run.bases import RunRefused, check_bases_available, load_protocol_base, record_base
 from ledger.run.progress import Progress
 from ledger.run.reading import read_rows
 from ledger.spec.check import check_protocol_file
@@ -85,6 +85,8 @@ class Runner:
         resume: bool,
         arms: list[str] | None,
         progress: bool = True,
+        device: str | None = None,
+        artifacts: str | Path | None = None,
     ):
         self.protocol_path = Path(protocol_path)
         # complete validation before anything is written: the database is not even opened
@@ -100,6 +102,8 @@ class Runner:
         self.db = db
         self.resume = resume
         self.progress = progress
+        self.device_choice = device or self.protocol.device  # the CLI's --device wins over the protocol's
+        self.artifacts = Path(artifacts) if artifacts else None
         self.fault = _parse_fault(os.environ.get("LEDGER_FAULT_INJECTION"))
         # a tuning run's checkpoints are exploratory: nothing confirmatory may descend from them
         self._status_ok = "exploratory" if self.protocol.purpose == "exploratory" else "promoted"
@@ -108,9 +112,13 @@ class Runner:
 
     def run(self) -> RunResult:
         check_bases_available(self.protocol, self.protocol_dir, self.arm_ids)
+        from arms.device import resolve_device
         from ledger.audit.preregistration import register, registration_of
         from ledger.rows.builder import build_manifests
         from ledger.store import default_db_url, open_store
+        from ledger.store.objects import ArtifactStore, default_artifact_root
+
+        self.device = resolve_device(self.device_choice)  # before anything is written: a missing GPU is bad input
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._start_log()
@@ -118,6 +126,7 @@ class Runner:
         if url.startswith("sqlite:///"):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         self.store = open_store(url)
+        self.objects = ArtifactStore(self.artifacts or default_artifact_root(url))
         try:
             register(self.store, self.protocol_path, self.checked)
             self.sha = registration_of(self.store, self.protocol)
@@ -130,18 +139,18 @@ class Runner:
             self.bases: dict[str, tuple] = {}
             self.reader = self._reader_for_all()
             outcomes = [self._run_arm(self.protocol.arm(arm_id)) for arm_id in self.arm_ids]
-            self._depth_gates(outcomes)
+            depth_gates(self, outcomes)
             result = RunResult(self.protocol, self.sha, self.out_dir, outcomes)
             # Claims are judged once every arm has finished, here or in another process on this
             # ledger (`--arms`): an arm still training has gate readings of earlier stages that a
             # claim must not be judged on, and the first judgement is the one the ledger keeps.
-            result.claims_waiting_for = self._unfinished_arms()
+            result.claims_waiting_for = unfinished_arms(self)
             if result.claims_waiting_for:
                 log.info(
                     "claims not judged yet: arm(s) %s not finished in this ledger", ", ".join(result.claims_waiting_for)
                 )
             else:
-                result.claims = self._claims()
+                result.claims = judge_claims(self)
             result.report = self._report()
             return result
         finally:
@@ -158,10 +167,30 @@ class Runner:
 
     def _base(self, name: str):
         if name not in self.bases:
+            from arms.device import place
+
             spec = self.protocol.bases[name]
             model, tokenizer, files = load_protocol_base(spec, self.protocol_dir)
-            self.bases[name] = (model, tokenizer, self._record_base(name, model, files))
+            model = place(model, self.device)
+            self.bases[name] = (model, tokenizer, record_base(self.store, self.objects, name, spec, model, files))
         return self.bases[name]
+
+    def device_info(self, arm: str | None = None) -> dict:
+        """Device, its name and dtype of an arm's base (the first base for the run's references)."""
+        from arms.device import describe
+
+        base = self.protocol.arm(arm).base if arm in {a.id for a in self.protocol.arms} else next(iter(self.bases))
+        return describe(self.device, self.protocol.bases[base].dtype)
+
+    def artifact(self, recorded) -> Path:
+        """The file of a recorded checkpoint, wherever the artifact roots hold it now."""
+        found = self.objects.locate(recorded.path if hasattr(recorded, "path") else recorded["path"], _sha(recorded))
+        if found is None:
+            raise RunRefused(
+                f"checkpoint {_sha(recorded)[:12]} is recorded but its file is in none of {self.objects.search}: "
+                "pass --artifacts DIR"
+            )
+        return found
 
     def _reader_for_all(self):
         """One reader for the whole protocol: every symbol any manifest can ask for."""
@@ -182,37 +211,6 @@ class Runner:
         self.readers = dict(zip(sorted(names), readers))
         return readers[0]
 
-    def _record_base(self, name: str, model, files: list[Path]) -> str:
-        """The base's weights as the root checkpoint of every arm built on it."""
-        if files:
-            sha = (
-                sha256_file(files[0])
-                if len(files) == 1
-                else sha256_hex(canonical_json({f.name: sha256_file(f) for f in files}))
-            )
-            path = str(files[0]) if len(files) == 1 else None
-        else:  # a built-in base: write its seeded weights once, hash the bytes
-            from safetensors.torch import save_file
-
-            target = self.out_dir / "bases" / f"{name}.safetensors"
-            if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(target.name + ".tmp")
-                state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
-                save_file(state, str(tmp), metadata={"ledger": canonical_json({"base": name})})
-                tmp.replace(target)
-            sha, path = sha256_file(target), str(target)
-        if self.store.checkpoint(sha) is None:
-            self.store.add_checkpoint(
-                sha256=sha,
-                path=path,
-                arm=f"base:{name}",
-                status="promoted",
-                stage="base",
-                meta={"source": self.protocol.bases[name].source},
-            )
-        return sha
-
     def _base_reference(self, base_name: str, manifest_id: str) -> str:
         """The base read on a guardrail manifest at loop 1 (evidence arm ``base:NAME``)."""
         from arms.runtime import base_choice_readings
@@ -229,13 +227,13 @@ class Runner:
 
     # -- runs and evidence
 
-    def _run_id(self, arm: str) -> str:
+    def run_id_of(self, arm: str) -> str:
         return f"{self.sha[:12]}:{arm}"
 
     def _ensure_run(self, arm: str, kind: str) -> str:
-        import torch
+        from ledger.run.environment import environment_record
 
-        run_id = self._run_id(arm)
+        run_id = self.run_id_of(arm)
         if self.store.get("runs", run_id=run_id) is None:
             self.store.add_run(
                 run_id=run_id,
@@ -243,12 +241,7 @@ class Runner:
                 protocol_sha256=self.sha,
                 arm=arm,
                 config={"protocol": self.protocol.name, "out": str(self.out_dir)},
-                environment={
-                    "python": platform.python_version(),
-                    "torch": torch.__version__,
-                    "threads": torch.get_num_threads(),
-                    "platform": platform.platform(),
-                },
+                environment=environment_record(self.protocol_dir, self.device_info(arm)),
                 rng={"protocol_seed": self.protocol.seed, "derivation": "sha256 of (seed, arm, stage, step)"},
             )
         return run_id
@@ -284,7 +277,7 @@ class Runner:
         from ledger.store import LineageRefused
 
         outcome = ArmOutcome(arm.id, "complete")
-        run_exists = self.store.get("runs", run_id=self._run_id(arm.id)) is not None
+        run_exists = self.store.get("runs", run_id=self.run_id_of(arm.id)) is not None
         if run_exists and not self.resume:
             raise RunRefused(
                 f"arm {arm.id} of {self.protocol.name} ({self.sha[:12]}) has already run in this ledger: "
@@ -297,7 +290,7 @@ class Runner:
             if start_from is None:
                 raise RunRefused(f"arm {arm.id}: checkpoint {arm.init_checkpoint} is not in this ledger")
         elif arm.init_from is not None:
-            last = self._last_checkpoint(self._run_id(arm.init_from))
+            last = self.last_checkpoint(self.run_id_of(arm.init_from))
             if last is None:
                 raise RunRefused(f"arm {arm.id} continues from arm {arm.init_from}, which has no checkpoint yet")
             start_from = self.store.get_checkpoint(last)
@@ -310,7 +303,7 @@ class Runner:
         run_id = self._ensure_run(arm.id, kind="arm")
         runtime = build_runtime(arm, base_model, tokenizer, self.readers[arm.base])
         if start_from is not None:
-            runtime.load(Path(start_from["path"]))
+            runtime.load(self.artifact(start_from))
         for stage in arm.stages:
             recorded = self._stage_checkpoint(run_id, stage.id)
             if recorded is not None:
@@ -319,8 +312,7 @@ class Runner:
                         f"arm {arm.id} stage {stage.id}: checkpoint {recorded.sha256[:12]} failed its gates "
                         f"({_failed_gates(self.store, recorded.sha256)}): its lineage cannot be continued"
                     )
-                assert recorded.path is not None  # a stage's checkpoint is always a file
-                runtime.load(Path(recorded.path))
+                runtime.load(self.artifact(recorded))
                 self._write_gate_evidence(runtime, arm, stage, recorded.sha256, run_id)
                 parent = recorded.sha256
                 outcome.checkpoints.append(parent)
@@ -345,7 +337,7 @@ class Runner:
                     readings = self._evaluate(runtime, arm, manifest_id, rows)
                     advance(len(rows))
                 self._write_evidence(run_id, arm.id, manifest_id, checkpoint, readings)
-            outcome.accuracy[manifest_id], outcome.tail[manifest_id] = self._accuracy(run_id, manifest_id, checkpoint)
+            outcome.accuracy[manifest_id], outcome.tail[manifest_id] = accuracy(self, run_id, manifest_id, checkpoint)
         return outcome
 
     def _evaluate(self, runtime, arm, manifest_id: str, rows):
@@ -364,7 +356,7 @@ class Runner:
         found = self.store.checkpoints_of_run(run_id, stage=stage_id)
         return found[-1] if found else None
 
-    def _last_checkpoint(self, run_id: str) -> str | None:
+    def last_checkpoint(self, run_id: str) -> str | None:
         found = self.store.checkpoints_of_run(run_id)
         return found[-1].sha256 if found else None
 
@@ -380,8 +372,11 @@ class Runner:
                 runtime.train_stage(stage, rows, seed_parts, progress=lambda step, loss: advance(1, loss))
             except TrainingDiverged as exc:
                 diverged = str(exc)
-        path = self.out_dir / "checkpoints" / arm.id / f"{stage.id}.safetensors"
-        runtime.save(path, {"protocol": self.sha, "arm": arm.id, "stage": stage.id, "parent": parent})
+        # written to a temporary name, then moved to its content name (objects/sha256/ab/...)
+        written = runtime.save(
+            self.objects.temporary(f"{arm.id}-{stage.id}.safetensors"),
+            {"protocol": self.sha, "arm": arm.id, "stage": stage.id, "parent": parent},
+        )
         gates = self._stage_gates(runtime, arm, stage)
         if diverged:
             gates.append(
@@ -394,15 +389,17 @@ class Runner:
                 }
             )
         failed = any(not g["passed"] and g["action"] == "stop" for g in gates)
+        sha, path = self.objects.put(written)
         sha = self.store.add_checkpoint(
-            path=str(path),
+            sha256=sha,
+            path=path,
             arm=arm.id,
             status="failed" if failed else self._status_ok,
             parent_sha256=parent,
             run_id=run_id,
             stage=stage.id,
             gate_results=[{k: v for k, v in g.items() if k != "readings"} for g in gates],
-            meta={"objective": stage.objective, "steps": stage.steps},
+            meta={"objective": stage.objective, "steps": stage.steps, **self.device_info(arm.id)},
         )
         self._write_gate_evidence(runtime, arm, stage, sha, run_id, computed=gates)
         log.info("arm %s stage %s: checkpoint %s (%s)", arm.id, stage.id, sha, "failed" if failed else self._status_ok)
@@ -446,75 +443,6 @@ class Runner:
             self._write_evidence(run_id, arm.id, gate.manifest, checkpoint, readings)
             done.add(gate.manifest)
 
-    def _depth_gates(self, outcomes: list[ArmOutcome]) -> None:
-        from ledger.judge.gates import GateInputs
-        from ledger.store.evidence import StoreEvidence
-
-        evidence = StoreEvidence(self.store, (self.sha,))
-        finals = {o.arm: o.checkpoints[-1] for o in outcomes if o.status == "complete" and o.checkpoints}
-        gates: list[Any] = list(self.protocol.gates)  # the gates judged after the arms name two of them
-        for gate in gates:
-            if GATE_KINDS[gate.kind].after != "arms" or gate.arm not in finals or gate.versus not in finals:
-                continue
-            inputs = GateInputs(
-                arm_outcomes=evidence.outcomes(gate.arm, gate.manifest, None) or {},
-                versus_outcomes=evidence.outcomes(gate.versus, gate.manifest, None) or {},
-            )
-            verdict = GATE_KINDS.implementation(gate.kind)(gate, inputs)
-            checkpoint = finals[gate.arm]
-            if not any(recorded.gate == gate.id for recorded in self.store.gate_results([checkpoint])):
-                self.store.add_gate_result(
-                    checkpoint,
-                    gate.id,
-                    verdict["passed"],
-                    value=verdict.get("value"),
-                    metric=verdict.get("metric"),
-                    action=gate.action,
-                    detail=verdict["detail"],
-                )
-            for outcome in outcomes:
-                if outcome.arm == gate.arm:
-                    outcome.gates.append({"gate": gate.id, "action": gate.action, **verdict})
-
-    # -- summaries
-
-    def _accuracy(self, run_id: str, manifest_id: str, checkpoint: str) -> tuple[tuple[int, int], tuple[int, int]]:
-        final = self.store.final_readings(self.manifest_sha[manifest_id], run_id=run_id, checkpoint_sha256=checkpoint)
-        spec: Any = self.protocol.manifest(manifest_id)
-        tail_from = spec.depths[1] - 3 if GENERATORS[spec.generator].reading == "by_loop" else None
-        tail = [r for r in final if tail_from is not None and r.depth >= tail_from]
-        count = lambda subset: (sum(1 for r in subset if r.correct), len(subset))
-        return count(final), count(tail)
-
-    def _unfinished_arms(self) -> list[str]:
-        """Arms with neither their evaluation evidence nor a hard stop recorded in this ledger."""
-        unfinished = []
-        for arm in self.protocol.arms:
-            run_id = self._run_id(arm.id)
-            last = self._last_checkpoint(run_id)
-            recorded = self.store.checkpoint(last) if last is not None else None
-            if recorded is not None and recorded.status == "failed":
-                continue  # a hard stop is finished: its claims are judged without it
-            evaluated = all(
-                self.store.has_evidence(run_id, self.manifest_sha[manifest_id])
-                for manifest_id in arm.evaluation.manifests
-            )
-            if not evaluated:
-                unfinished.append(arm.id)
-        return unfinished
-
-    def _claims(self):
-        """Judge the preregistered claims and record their first outcomes (verify itself only reads)."""
-        from ledger.audit.recording import record_outcomes
-        from ledger.audit.verify import verify
-
-        paths = [(self.protocol_dir / relative).resolve() for relative in self.protocol.claims]
-        if not paths:
-            return []
-        report = verify(self.store, paths)
-        record_outcomes(self.store, report)
-        return report.verdicts
-
     def _report(self) -> Path | None:
         try:
             from ledger.report.html import report_for_protocol_name
@@ -527,6 +455,10 @@ class Runner:
 
     def _bar(self, label: str, total: int, show_loss: bool = False):
         return Progress(label, total, enabled=self.progress, show_loss=show_loss)
+
+
+def _sha(recorded) -> str:
+    return recorded.sha256 if hasattr(recorded, "sha256") else recorded["sha256"]
 
 
 def _failed_gates(store, sha: str) -> str:

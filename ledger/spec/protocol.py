@@ -33,6 +33,10 @@ class Hypothesis(StrictModel):
 # ----------------------------------------------------------------------------- protocol
 
 
+#: Fields that say how to execute a protocol, not what it measures: not hashed (see ``Protocol.device``).
+EXECUTION_FIELDS = {"device"}
+
+
 class Protocol(StrictModel):
     """A preregistrable experiment: bases, manifests, arms, gates and claims."""
 
@@ -53,6 +57,13 @@ class Protocol(StrictModel):
     arms: list[Arm] = Field(min_length=1)
     gates: list[Gate] = Field(default_factory=list)
     claims: list[str] = Field(default_factory=list, description="Claim files, relative to the protocol file.")
+    device: str = Field(
+        default="auto",
+        pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$",
+        description="Where the arms run: auto (the first CUDA GPU if there is one, else the CPU), cpu, cuda or "
+        "cuda:N; `ledger run --device` overrides it. Where an experiment runs is not what it measures: the device "
+        "is left out of the canonical form, so the preregistration hash is the same on every machine.",
+    )
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Protocol:
@@ -164,7 +175,7 @@ class Protocol(StrictModel):
 
     def canonical(self) -> str:
         """Canonical JSON of the validated protocol (defaults filled in): what preregistration hashes."""
-        return canonical_json(self.model_dump(mode="json", by_alias=True))
+        return canonical_json(self.model_dump(mode="json", by_alias=True, exclude=EXECUTION_FIELDS))
 
     @property
     def sha256(self) -> str:

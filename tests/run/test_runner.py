@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -313,3 +314,66 @@ def test_every_reader_takes_the_same_final_readings_from_a_run(reference):
                 assert f"│ {arm}   │ complete │ eval {correct}/{len(finals)} = " in stdout, stdout
             checked.add((kind, manifest))
     assert {("recurrent", "eval"), ("dense", "eval"), ("recurrent", "tier1"), ("base", "tier1")} <= checked
+
+
+def test_a_moved_or_copied_run_folder_still_verifies_and_artifacts_finds_checkpoints_elsewhere(reference, tmp_path):
+    folder, _, _ = reference
+    with open_store(f"sqlite:///{folder / 'ledger.db'}") as store:
+        paths = [row["path"] for row in store.rows_of("checkpoints")]
+    assert paths and all(p and p.startswith("objects/sha256/") for p in paths), paths  # relative, by content
+    moved = tmp_path / "moved"
+    shutil.copytree(folder, moved)
+    db = f"sqlite:///{moved / 'ledger.db'}"
+    assert ledger_cli("verify", "claims/smoke.yaml", "--db", db).returncode == 0
+    # the ledger alone, its files elsewhere: unverifiable until --artifacts says where
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(moved / "ledger.db", alone / "ledger.db")
+    lonely = ledger_cli("verify", "claims/smoke.yaml", "--db", f"sqlite:///{alone / 'ledger.db'}")
+    assert lonely.returncode == 5 and "--artifacts" in lonely.stdout + lonely.stderr, lonely.stdout
+    found = ledger_cli(
+        "verify", "claims/smoke.yaml", "--db", f"sqlite:///{alone / 'ledger.db'}", "--artifacts", str(moved)
+    )
+    assert found.returncode == 0, found.stdout + found.stderr
+    # and it is the copy that is read: a changed byte there is tampering
+    target = moved / paths[-1]
+    data = bytearray(target.read_bytes())
+    data[-1] ^= 1
+    target.chmod(0o644)
+    target.write_bytes(bytes(data))
+    assert ledger_cli("verify", "claims/smoke.yaml", "--db", db).returncode == 4
+
+
+def test_runs_record_the_device_dtype_and_environment_and_the_report_shows_them(reference):
+    import json
+
+    folder, _, _ = reference
+    with open_store(f"sqlite:///{folder / 'ledger.db'}") as store:
+        trained = [row for row in store.rows_of("checkpoints") if row["stage"] != "base"]
+        runs = store.rows_of("runs")
+    meta = json.loads(trained[0]["meta_json"])
+    assert meta["device"] == "cpu" and meta["dtype"] == "float32" and meta["device_name"]
+    environment = json.loads(runs[0]["environment_json"])
+    assert environment["git"]["commit"] and isinstance(environment["git"]["dirty"], bool)
+    assert environment["packages"]["torch"] and environment["packages"]["transformers"]
+    assert environment["packages"]["ledger"] and environment["device"] == "cpu"
+    html = (folder / "out" / "report.html").read_text(encoding="utf-8")
+    assert 'id="environment"' in html and environment["git"]["commit"][:12] in html
+
+
+def test_asking_for_a_gpu_on_a_machine_without_one_is_one_line_and_writes_nothing(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():  # the check is about the message; on a GPU machine ask for one that is absent
+        device = f"cuda:{torch.cuda.device_count()}"
+    else:
+        device = "cuda"
+    db = tmp_path / "ledger.db"
+    refused = ledger_cli(
+        "run", str(SMOKE), "--db", f"sqlite:///{db}", "--out", str(tmp_path / "out"), "--device", device
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+    assert device in refused.stderr and not db.exists()
+    bad = ledger_cli("run", str(SMOKE), "--db", f"sqlite:///{db}", "--device", "tpu")
+    assert bad.returncode == 2 and "tpu" in bad.stderr and not db.exists()

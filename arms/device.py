@@ -1,0 +1,106 @@
+"""Where an arm runs: the device choice, its description for the evidence, synchronised timing.
+
+Every GPU-specific branch of the project lives here, small and named, so that the rest
+of the code runs the same path on every device (``device=cpu`` in the tests exercises
+all of it but these few lines):
+
+* ``resolve_device("auto" | "cpu" | "cuda" | "cuda:N")`` -- ``auto`` takes the first CUDA
+  device when there is one, else the CPU; asking for CUDA where there is none is a
+  ``DeviceUnavailable`` (one line, exit 2), never a silent fall back to the CPU.
+* ``attention_for(device)`` -- SDPA on a GPU (fused flash / memory-efficient kernels);
+  on the CPU the implementation the model was built with (what the pins were measured on).
+* ``synchronize(device)`` -- wait for queued kernels, so a latency measures the work.
+* ``describe(device, dtype)`` -- what evidence and checkpoints record: device, its name, dtype.
+
+Numerics (the seeds' practice): weights in the protocol's dtype (bf16 for the paper's
+bases); the reader's scores, margins and every loss are computed in fp32 from the
+logits (``.float()`` before softmax/log-softmax), and the loop-1 identity gate is
+checked in fp32 -- a bf16 forward differs from fp32 by rounding, not by a changed route.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N")
+_CHOICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+class DeviceUnavailable(ValueError):
+    """The device asked for is not on this machine (or is not a device name)."""
+
+
+def resolve_device(choice: str | None = "auto") -> torch.device:
+    """The torch device for a ``--device`` / protocol ``device`` value."""
+    choice = (choice or "auto").strip()
+    if not _CHOICE.match(choice):
+        raise DeviceUnavailable(f"device {choice!r} is not one of auto, cpu, cuda, cuda:N")
+    if choice == "auto":
+        return torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
+    if choice == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise DeviceUnavailable(
+            f"device {choice!r} asked for, but this torch ({torch.__version__}) sees no CUDA GPU: "
+            "install the CUDA build (README: 'On a GPU') or run with --device cpu"
+        )
+    device = torch.device(choice if ":" in choice else "cuda:0")
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise DeviceUnavailable(f"device {choice!r} asked for, but this machine has {torch.cuda.device_count()} GPU(s)")
+    return device
+
+
+def attention_for(device: torch.device) -> str | None:
+    """The attention implementation to load a base with on ``device`` (None: the model's own)."""
+    return "sdpa" if device.type == "cuda" else None
+
+
+def place(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """Move a loaded base to ``device``, with SDPA attention there when on a GPU."""
+    attention = attention_for(device)
+    setter = getattr(model, "set_attn_implementation", None)  # a transformers model
+    if attention is not None and callable(setter):
+        setter(attention)
+    return model.to(device)
+
+
+def synchronize(device: torch.device | None) -> None:
+    """Wait for the device's queued work (a no-op on the CPU)."""
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return _cpu_name()
+
+
+def _cpu_name() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def describe(device: torch.device, dtype: torch.dtype | str) -> dict[str, Any]:
+    """What a checkpoint and a run record of where they were computed."""
+    return {
+        "device": str(device),
+        "device_name": device_name(device),
+        "dtype": str(dtype).replace("torch.", ""),
+    }
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device a model's parameters are on (the CPU for a model without parameters)."""
+    for parameter in model.parameters():
+        return parameter.device
+    return torch.device("cpu")

@@ -1,0 +1,84 @@
+"""After the arms: the gates between two arms, the arms' summaries, and the preregistered claims.
+
+Functions of the ``Runner`` (``ledger/run/runner.py``) that read what its arms recorded in the ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ledger.spec.gates import GATE_KINDS
+from ledger.spec.manifests import GENERATORS
+
+
+def depth_gates(runner: Any, outcomes: list) -> None:
+    """The gates judged after the arms (between two arms' final checkpoints), recorded once."""
+    from ledger.judge.gates import GateInputs
+    from ledger.store.evidence import StoreEvidence
+
+    evidence = StoreEvidence(runner.store, (runner.sha,))
+    finals = {o.arm: o.checkpoints[-1] for o in outcomes if o.status == "complete" and o.checkpoints}
+    gates: list[Any] = list(runner.protocol.gates)  # the gates judged after the arms name two of them
+    for gate in gates:
+        if GATE_KINDS[gate.kind].after != "arms" or gate.arm not in finals or gate.versus not in finals:
+            continue
+        inputs = GateInputs(
+            arm_outcomes=evidence.outcomes(gate.arm, gate.manifest, None) or {},
+            versus_outcomes=evidence.outcomes(gate.versus, gate.manifest, None) or {},
+        )
+        verdict = GATE_KINDS.implementation(gate.kind)(gate, inputs)
+        checkpoint = finals[gate.arm]
+        if not any(recorded.gate == gate.id for recorded in runner.store.gate_results([checkpoint])):
+            runner.store.add_gate_result(
+                checkpoint,
+                gate.id,
+                verdict["passed"],
+                value=verdict.get("value"),
+                metric=verdict.get("metric"),
+                action=gate.action,
+                detail=verdict["detail"],
+            )
+        for outcome in outcomes:
+            if outcome.arm == gate.arm:
+                outcome.gates.append({"gate": gate.id, "action": gate.action, **verdict})
+
+
+def accuracy(runner: Any, run_id: str, manifest_id: str, checkpoint: str) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(correct, n) of an arm's final readings on a manifest, overall and in the tail (top 4 depths)."""
+    final = runner.store.final_readings(runner.manifest_sha[manifest_id], run_id=run_id, checkpoint_sha256=checkpoint)
+    spec: Any = runner.protocol.manifest(manifest_id)
+    tail_from = spec.depths[1] - 3 if GENERATORS[spec.generator].reading == "by_loop" else None
+    tail = [r for r in final if tail_from is not None and r.depth >= tail_from]
+    count = lambda subset: (sum(1 for r in subset if r.correct), len(subset))
+    return count(final), count(tail)
+
+
+def unfinished_arms(runner: Any) -> list[str]:
+    """Arms with neither their evaluation evidence nor a hard stop recorded in this ledger."""
+    unfinished = []
+    for arm in runner.protocol.arms:
+        run_id = runner.run_id_of(arm.id)
+        last = runner.last_checkpoint(run_id)
+        recorded = runner.store.checkpoint(last) if last is not None else None
+        if recorded is not None and recorded.status == "failed":
+            continue  # a hard stop is finished: its claims are judged without it
+        evaluated = all(
+            runner.store.has_evidence(run_id, runner.manifest_sha[manifest_id])
+            for manifest_id in arm.evaluation.manifests
+        )
+        if not evaluated:
+            unfinished.append(arm.id)
+    return unfinished
+
+
+def judge_claims(runner: Any) -> list:
+    """Judge the preregistered claims and record their first outcomes (verify itself only reads)."""
+    from ledger.audit.recording import record_outcomes
+    from ledger.audit.verify import verify
+
+    paths = [(runner.protocol_dir / relative).resolve() for relative in runner.protocol.claims]
+    if not paths:
+        return []
+    report = verify(runner.store, paths)
+    record_outcomes(runner.store, report)
+    return report.verdicts
