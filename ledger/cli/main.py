@@ -28,6 +28,7 @@ from ledger.cli.ledger_commands import (
 )
 from ledger.cli.protocol_commands import (
     cmd_check,
+    cmd_export,
     cmd_manifest,
     cmd_params,
     cmd_pretrain_base,
@@ -254,6 +255,23 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("name", help="protocol or release name")
     report.add_argument("--out", help="output folder (default runs/NAME)")
     report.set_defaults(handler=cmd_report)
+
+    export = with_db(
+        commands.add_parser(
+            "export",
+            help="write a recorded checkpoint as a loadable model folder",
+            description="Write OUT/ with the arm's base (config, weights, tokenizer as transformers saves them), the "
+            "checkpoint's file byte for byte, and ledger-export.json (the registered protocol, the arm, the SHA-256), "
+            "so that `arms.export.load_exported(OUT)` rebuilds the retrofitted model without the ledger. Nothing is "
+            "written if the checkpoint cannot be found or does not fit its arm.",
+        )
+    )
+    export.add_argument("checkpoint", help="the checkpoint's SHA-256 (at least 8 leading hex digits)")
+    export.add_argument("--out", required=True, help="output folder (must not exist)")
+    export.add_argument(
+        "--artifacts", metavar="DIR", action="append", help="also look for the checkpoint file in DIR (repeatable)"
+    )
+    export.set_defaults(handler=cmd_export)
 
     pretrain = commands.add_parser(
         "pretrain-base",

@@ -208,6 +208,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    try:
+        from ledger.run.export import ExportRefused, export_checkpoint
+    except ImportError as exc:
+        raise CommandError(f"`ledger export` needs the model extras: pip install -e '.[models]' ({exc})") from None
+    out_dir = Path(args.out)
+    if out_dir.exists():
+        raise CommandError(f"--out {out_dir} exists: choose a new folder")
+    with _store(args, create=False) as store:
+        try:
+            path = export_checkpoint(store, args.checkpoint, out_dir, [Path(a) for a in args.artifacts or []])
+        except (ExportRefused, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+    out.print(f"exported: {path}")
+    return EXIT_OK
+
+
 def cmd_pretrain_base(args: argparse.Namespace) -> int:
     try:
         from arms.bases.pretrain import pretrain_base

@@ -12,3 +12,16 @@ def read_rows(runtime: Any, arm: Any, manifest: Any, rows: list) -> list:
     if GENERATORS[manifest.generator].reading == "choice":
         return runtime.choice_at_loop1(rows, arm.evaluation.batch_size)
     return runtime.evaluate(rows, arm.evaluation)
+
+
+def reader_symbols(manifests) -> list[str]:
+    """Every symbol any row of these manifests can ask for, in first-seen order: what a run's reader holds."""
+    from ledger.reader.shared import row_symbols
+
+    symbols: list[str] = []
+    for manifest in manifests:
+        for row in manifest.rows:
+            for symbol in row_symbols(row):
+                if symbol not in symbols:
+                    symbols.append(symbol)
+    return symbols

@@ -194,14 +194,10 @@ class Runner:
 
     def _reader_for_all(self):
         """One reader for the whole protocol: every symbol any manifest can ask for."""
-        from ledger.reader.shared import Reader, row_symbols
+        from ledger.reader.shared import Reader
+        from ledger.run.reading import reader_symbols
 
-        symbols: list[str] = []
-        for manifest in self.manifests.values():
-            for row in manifest.rows:
-                for symbol in row_symbols(row):
-                    if symbol not in symbols:
-                        symbols.append(symbol)
+        symbols = reader_symbols(self.manifests.values())
         names = {self.protocol.arm(arm_id).base for arm_id in self.arm_ids}
         readers = []
         for name in sorted(names):

@@ -1,0 +1,75 @@
+"""``ledger export CHECKPOINT --out DIR``: a recorded checkpoint as a loadable model folder.
+
+Everything comes from the ledger: the checkpoint's run names its registered protocol (the
+canonical JSON the ledger holds, not today's file), the protocol names the arm and its
+base, and the checkpoint file is found by content (``--artifacts``). The arm is rebuilt
+exactly as the run built it and the file loaded into it -- a file that does not fit the
+arm is refused -- before ``arms.export.write_export`` writes the folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ledger.spec.protocol import Protocol
+from ledger.store.objects import default_artifact_root, locate
+
+
+class ExportRefused(Exception):
+    """The checkpoint cannot be exported as asked (exit 2, nothing written)."""
+
+
+def export_checkpoint(store, prefix: str, out: Path, artifacts: list[Path] | None = None) -> Path:
+    from arms.export import write_export
+    from ledger.reader.shared import Reader
+    from ledger.run.bases import load_protocol_base
+
+    record = _checkpoint(store, prefix)
+    if record.run_id is None or record.arm.startswith("base:"):
+        raise ExportRefused(f"checkpoint {record.sha256[:12]} ({record.arm}) is a base, not a retrofitted arm")
+    run = store.get("runs", run_id=record.run_id)
+    registered = store.protocols(sha256s=[run["protocol_sha256"]])
+    if not registered:
+        raise ExportRefused(f"checkpoint {record.sha256[:12]}: its protocol {run['protocol_sha256'][:12]} is not here")
+    canonical = json.loads(registered[0].canonical_json)
+    protocol = Protocol.model_validate(canonical)
+    arm = protocol.arm(record.arm)
+    file = locate(record.path, record.sha256, [*(artifacts or []), default_artifact_root(store.url)])
+    if file is None:
+        raise ExportRefused(f"checkpoint file {record.path} not found: pass --artifacts DIR")
+    registrations = store.registrations(protocol.name)
+    protocol_dir = Path(registrations[-1].file).parent if registrations else Path.cwd()
+    base_model, tokenizer, _ = load_protocol_base(protocol.bases[arm.base], protocol_dir)
+    reader = Reader(_symbols(protocol), tokenizer=tokenizer, chat_template=protocol.bases[arm.base].chat_template)
+    from arms.runtime import build_runtime
+
+    build_runtime(arm, base_model, tokenizer, reader).load(file)  # refuses a file that is not this arm's
+    meta = {
+        "checkpoint_sha256": record.sha256,
+        "arm": arm.id,
+        "stage": record.stage,
+        "protocol_sha256": registered[0].sha256,
+        "protocol": canonical,
+        "reader": {"symbols": list(reader.symbols), "chat_template": reader.chat_template},
+    }
+    return write_export(base_model, tokenizer, file, out, meta)
+
+
+def _checkpoint(store, prefix: str):
+    if len(prefix) < 8:
+        raise ExportRefused(f"checkpoint {prefix!r}: give at least 8 hex digits of its SHA-256")
+    matches = [row["sha256"] for row in store.rows_of("checkpoints") if row["sha256"].startswith(prefix.lower())]
+    if len(matches) != 1:
+        raise ExportRefused(
+            f"checkpoint {prefix!r}: {'no checkpoint' if not matches else f'{len(matches)} checkpoints'} "
+            "in this ledger start with it"
+        )
+    return store.checkpoint(matches[0])
+
+
+def _symbols(protocol: Protocol) -> list[str]:
+    from ledger.rows.builder import build_manifests
+    from ledger.run.reading import reader_symbols
+
+    return reader_symbols(build_manifests(protocol, check=False).values())

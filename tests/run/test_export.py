@@ -1,0 +1,71 @@
+"""`ledger export`: a recorded checkpoint as a model folder that loads back without the ledger
+and reproduces the readings the ledger recorded (full-block and adapter budgets)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from test_runner import ROOT, SMOKE, ledger_cli
+
+from arms.export import load_exported
+from ledger.rows.builder import build_manifests
+from ledger.spec.loader import load_protocol
+from ledger.store import open_store
+
+pytestmark = pytest.mark.models
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("export")
+    db = f"sqlite:///{folder / 'ledger.db'}"
+    result = ledger_cli("run", str(SMOKE), "--db", db, "--out", str(folder / "out"), "--arms", "A,E", "--no-progress")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder
+
+
+def _final(folder: Path, arm: str) -> str:
+    with open_store(f"sqlite:///{folder / 'ledger.db'}") as store:
+        return [row["sha256"] for row in store.rows_of("checkpoints") if row["arm"] == arm][-1]
+
+
+@pytest.mark.parametrize("arm", ["A", "E"])
+def test_an_exported_checkpoint_loads_back_and_reproduces_its_recorded_readings(ran: Path, tmp_path, arm) -> None:
+    sha = _final(ran, arm)
+    out = tmp_path / f"export-{arm}"
+    done = ledger_cli("export", sha[:12], "--out", str(out), "--db", f"sqlite:///{ran / 'ledger.db'}")
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((out / "ledger-export.json").read_text(encoding="utf-8"))
+    assert meta["checkpoint_sha256"] == sha and meta["arm"] == arm and (out / "base" / "config.json").is_file()
+
+    runtime = load_exported(out)
+    protocol = load_protocol(SMOKE)
+    rows = list(build_manifests(protocol)["eval"].rows)[::5][:4]
+    readings = runtime.evaluate(rows, protocol.arm(arm).evaluation)
+    with open_store(f"sqlite:///{ran / 'ledger.db'}") as store:
+        recorded = {
+            (row["row_id"], row["loop"]): row
+            for row in store.rows_of("evidence", arm=arm, checkpoint_sha256=sha)
+            if row["row_id"] in {r.row_id for r in rows}
+        }
+    assert len(readings) == len(recorded) > 0
+    for reading in readings:
+        expected = recorded[(reading.row_id, reading.loop)]
+        assert reading.prediction == expected["prediction"], (reading.row_id, reading.loop)
+        assert math.isclose(reading.margin or 0.0, expected["score_margin"] or 0.0, rel_tol=1e-4, abs_tol=1e-5)
+
+
+def test_export_refuses_an_unknown_checkpoint_a_base_and_an_existing_folder(ran: Path, tmp_path) -> None:
+    db = f"sqlite:///{ran / 'ledger.db'}"
+    unknown = ledger_cli("export", "0" * 12, "--out", str(tmp_path / "x"), "--db", db)
+    assert unknown.returncode == 2 and "no checkpoint" in unknown.stderr and not (tmp_path / "x").exists()
+    base = _final(ran, "base:tiny")
+    refused = ledger_cli("export", base, "--out", str(tmp_path / "y"), "--db", db)
+    assert refused.returncode == 2 and "is a base" in refused.stderr and not (tmp_path / "y").exists()
+    existing = ledger_cli("export", _final(ran, "A"), "--out", str(ROOT / "protocols"), "--db", db)
+    assert existing.returncode == 2 and "exists" in existing.stderr
+    for result in (unknown, refused, existing):
+        assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
