@@ -22,6 +22,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from arms.device import model_device, synchronize
+from arms.distributed import SINGLE, World
 from arms.train.step import TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.reader.shared import Reader
@@ -99,7 +100,12 @@ class ArmRuntime:
         raise NotImplementedError
 
     def train_stage(
-        self, stage: Any, rows: Sequence[Any], seed_parts: tuple, progress: ProgressFn | None = None
+        self,
+        stage: Any,
+        rows: Sequence[Any],
+        seed_parts: tuple,
+        progress: ProgressFn | None = None,
+        world: World = SINGLE,
     ) -> float:
         from arms.train.optim import build_optimizer
 
@@ -117,7 +123,8 @@ class ArmRuntime:
         loss_value = math.nan
         schedule = stage.optimizer.schedule
         for step in range(stage.steps):
-            batch = draw_batch(rows, stage.batch_size, *seed_parts, step)
+            # the same seeded draw on every rank; each trains on its own slice of it
+            batch = world.shard(draw_batch(rows, stage.batch_size, *seed_parts, step))
             if schedule is not None:
                 optimizer.set_lr_scale(schedule.scale(step, stage.steps))
             loss_value = take_step(
@@ -125,6 +132,7 @@ class ArmRuntime:
                 functools.partial(self.loss, batch, stage, step),
                 trainable,
                 where=f"stage {stage.id}, step {step}: ",
+                world=world,
             ).loss
             if progress is not None:
                 progress(step, loss_value)

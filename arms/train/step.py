@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from arms.distributed import SINGLE, World
+
 GRAD_CLIP = 1.0  # global gradient-norm clip of every stage
 
 
@@ -35,6 +37,7 @@ def take_step(
     *,
     grad_clip: float = GRAD_CLIP,
     where: str = "",
+    world: World = SINGLE,
 ) -> Step:
     """One optimiser step on ``loss_fn()``.
 
@@ -43,12 +46,16 @@ def take_step(
     """
     optimizer.zero_grad()
     loss = loss_fn()
-    value = float(loss.detach())
+    # data-parallel: every rank sees the same mean loss and the same decision (arms/distributed.py)
+    value = world.mean(float(loss.detach()))
     if not math.isfinite(value):
         raise TrainingDiverged(f"{where}loss is {value}")
-    if not loss.requires_grad:
+    if not world.any(loss.requires_grad):
         return Step(value, None, False)
-    loss.backward()
+    params = list(params)
+    if loss.requires_grad:
+        loss.backward()
+    world.average_gradients(params)
     grad_norm = float(torch.nn.utils.clip_grad_norm_(list(params), grad_clip))
     optimizer.step()
     return Step(value, grad_norm, True)

@@ -161,6 +161,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             artifacts=args.artifacts,
         )
         result = runner.run()
+        if result is None:  # a data-parallel rank other than 0: rank 0 prints and records
+            return EXIT_OK
     except BaseUnavailable as exc:
         raise CommandError(str(exc)) from None
     except (RunRefused, RegistrationRefused) as exc:

@@ -110,15 +110,30 @@ class Runner:
 
     # -- entry point
 
-    def run(self) -> RunResult:
+    def run(self) -> RunResult | None:
+        """The run's result (None on a data-parallel rank other than 0, which records nothing)."""
         check_bases_available(self.protocol, self.protocol_dir, self.arm_ids)
         from arms.device import resolve_device
+        from arms.distributed import leave, rank_device, world_from_env
         from ledger.audit.preregistration import register, registration_of
         from ledger.rows.builder import build_manifests
         from ledger.store import default_db_url, open_store
         from ledger.store.objects import ArtifactStore, default_artifact_root
 
-        self.device = resolve_device(self.device_choice)  # before anything is written: a missing GPU is bad input
+        # before anything is written: a missing GPU is bad input
+        self.world = world_from_env()
+        self.device = resolve_device(rank_device(self.world, self.device_choice))
+        self._ranks_released = False
+        if self.world.parallel:
+            _check_shardable(self.protocol, self.arm_ids, self.world.size)
+        if not self.world.is_main:
+            from ledger.run.follower import follow
+
+            try:
+                follow(self)
+                return None
+            finally:
+                leave(self.world)
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._start_log()
@@ -128,33 +143,43 @@ class Runner:
         self.store = open_store(url)
         self.objects = ArtifactStore(self.artifacts or default_artifact_root(url))
         try:
-            register(self.store, self.protocol_path, self.checked)
-            self.sha = registration_of(self.store, self.protocol)
-            log.info("protocol %s registered as %s", self.protocol.name, self.sha)
-            self.manifests: dict[str, Manifest] = build_manifests(self.protocol)
-            self.manifest_sha = {name: m.sha256 for name, m in self.manifests.items()}
-            import torch
-
-            torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
-            self.bases: dict[str, tuple] = {}
-            self.reader = self._reader_for_all()
-            outcomes = [self._run_arm(self.protocol.arm(arm_id)) for arm_id in self.arm_ids]
-            depth_gates(self, outcomes)
-            result = RunResult(self.protocol, self.sha, self.out_dir, outcomes)
-            # Claims are judged once every arm has finished, here or in another process on this
-            # ledger (`--arms`): an arm still training has gate readings of earlier stages that a
-            # claim must not be judged on, and the first judgement is the one the ledger keeps.
-            result.claims_waiting_for = unfinished_arms(self)
-            if result.claims_waiting_for:
-                log.info(
-                    "claims not judged yet: arm(s) %s not finished in this ledger", ", ".join(result.claims_waiting_for)
-                )
-            else:
-                result.claims = judge_claims(self)
-            result.report = self._report()
-            return result
+            return self._run_main(register, registration_of, build_manifests)
+        except BaseException as exc:
+            if not self._ranks_released:
+                self.world.tell(("abort", str(exc) or type(exc).__name__))  # the other ranks stop too
+            raise
         finally:
             self.store.close()
+            leave(self.world)
+
+    def _run_main(self, register, registration_of, build_manifests) -> RunResult:
+        register(self.store, self.protocol_path, self.checked)
+        self.sha = registration_of(self.store, self.protocol)
+        log.info("protocol %s registered as %s", self.protocol.name, self.sha)
+        self.manifests: dict[str, Manifest] = build_manifests(self.protocol)
+        self.manifest_sha = {name: m.sha256 for name, m in self.manifests.items()}
+        import torch
+
+        torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
+        self.bases: dict[str, tuple] = {}
+        self.reader = self._reader_for_all()
+        outcomes = [self._run_arm_with_ranks(self.protocol.arm(arm_id)) for arm_id in self.arm_ids]
+        self.world.tell(("finished",))  # the other ranks are done: what follows only reads and records
+        self._ranks_released = True
+        depth_gates(self, outcomes)
+        result = RunResult(self.protocol, self.sha, self.out_dir, outcomes)
+        # Claims are judged once every arm has finished, here or in another process on this
+        # ledger (`--arms`): an arm still training has gate readings of earlier stages that a
+        # claim must not be judged on, and the first judgement is the one the ledger keeps.
+        result.claims_waiting_for = unfinished_arms(self)
+        if result.claims_waiting_for:
+            log.info(
+                "claims not judged yet: arm(s) %s not finished in this ledger", ", ".join(result.claims_waiting_for)
+            )
+        else:
+            result.claims = judge_claims(self)
+        result.report = self._report()
+        return result
 
     def _start_log(self) -> None:
         handler = logging.FileHandler(self.out_dir / "run.log", encoding="utf-8")
@@ -299,7 +324,7 @@ class Runner:
         run_id = self._ensure_run(arm.id, kind="arm")
         runtime = build_runtime(arm, base_model, tokenizer, self.readers[arm.base])
         if start_from is not None:
-            runtime.load(self.artifact(start_from))
+            runtime.load(self._told_load(self.artifact(start_from)))
         for stage in arm.stages:
             recorded = self._stage_checkpoint(run_id, stage.id)
             if recorded is not None:
@@ -308,7 +333,7 @@ class Runner:
                         f"arm {arm.id} stage {stage.id}: checkpoint {recorded.sha256[:12]} failed its gates "
                         f"({_failed_gates(self.store, recorded.sha256)}): its lineage cannot be continued"
                     )
-                runtime.load(self.artifact(recorded))
+                runtime.load(self._told_load(self.artifact(recorded)))
                 self._write_gate_evidence(runtime, arm, stage, recorded.sha256, run_id)
                 parent = recorded.sha256
                 outcome.checkpoints.append(parent)
@@ -336,6 +361,20 @@ class Runner:
             outcome.accuracy[manifest_id], outcome.tail[manifest_id] = accuracy(self, run_id, manifest_id, checkpoint)
         return outcome
 
+    def _run_arm_with_ranks(self, arm) -> ArmOutcome:
+        """``_run_arm``, then the other data-parallel ranks are told the arm is done."""
+        outcome = self._run_arm(arm)
+        self.world.tell(("arm_done", arm.id))
+        return outcome
+
+    def _told_load(self, path: Path) -> Path:
+        self.world.tell(("load", str(path.resolve())))  # the other ranks load the same file
+        return path
+
+    def stage_inputs(self, arm, stage) -> tuple[list, tuple]:
+        """The rows a stage trains on and the seed parts of its draws (the same on every rank)."""
+        return list(self.manifests[stage.manifest].rows), (self.protocol.seed, arm.id, stage.id)
+
     def _evaluate(self, runtime, arm, manifest_id: str, rows):
         spec = self.protocol.manifest(manifest_id)
         readings = read_rows(runtime, arm, spec, rows)
@@ -359,13 +398,19 @@ class Runner:
     def _train_stage(self, runtime, arm, stage, run_id: str, parent: str):
         from arms.runtime import TrainingDiverged
 
-        rows = list(self.manifests[stage.manifest].rows)
-        seed_parts = (self.protocol.seed, arm.id, stage.id)
+        rows, seed_parts = self.stage_inputs(arm, stage)
         log.info("arm %s stage %s: %s x %d steps", arm.id, stage.id, stage.objective, stage.steps)
         diverged = None
+        losses: list[float] = []
+
+        def stepped(step: int, loss: float) -> None:
+            losses.append(loss)
+            advance(1, loss)
+
+        self.world.tell(("train", stage.id))
         with self._bar(f"{arm.id} {stage.id}", stage.steps, show_loss=True) as advance:
             try:
-                runtime.train_stage(stage, rows, seed_parts, progress=lambda step, loss: advance(1, loss))
+                runtime.train_stage(stage, rows, seed_parts, progress=stepped, world=self.world)
             except TrainingDiverged as exc:
                 diverged = str(exc)
         # written to a temporary name, then moved to its content name (objects/sha256/ab/...)
@@ -395,7 +440,13 @@ class Runner:
             run_id=run_id,
             stage=stage.id,
             gate_results=[{k: v for k, v in g.items() if k != "readings"} for g in gates],
-            meta={"objective": stage.objective, "steps": stage.steps, **self.device_info(arm.id)},
+            meta={
+                "objective": stage.objective,
+                "steps": stage.steps,
+                "losses": losses,  # per step (the mean over the ranks of a data-parallel run)
+                "ranks": self.world.size,
+                **self.device_info(arm.id),
+            },
         )
         self._write_gate_evidence(runtime, arm, stage, sha, run_id, computed=gates)
         log.info("arm %s stage %s: checkpoint %s (%s)", arm.id, stage.id, sha, "failed" if failed else self._status_ok)
@@ -451,6 +502,15 @@ class Runner:
 
     def _bar(self, label: str, total: int, show_loss: bool = False):
         return Progress(label, total, enabled=self.progress, show_loss=show_loss)
+
+
+def _check_shardable(protocol: Protocol, arm_ids: list[str], ranks: int) -> None:
+    for arm_id in arm_ids:
+        for stage in protocol.arm(arm_id).stages:
+            if stage.batch_size < ranks:
+                raise ValueError(
+                    f"arm {arm_id} stage {stage.id}: batch_size {stage.batch_size} cannot be split over {ranks} ranks"
+                )
 
 
 def _sha(recorded) -> str:

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from test_runner import ROOT, SMOKE, ledger_cli
+from run_helpers import ROOT, SMOKE, ledger_cli
 
 from arms.export import load_exported
 from ledger.rows.builder import build_manifests

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import signal
@@ -14,45 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from run_helpers import PHASE_A, ROOT, SMOKE, digest, ledger_cli
 
 from ledger.store import open_store
 
-ROOT = Path(__file__).resolve().parents[2]
-SMOKE = ROOT / "protocols" / "smoke.yaml"
-PHASE_A = ROOT / "protocols" / "phaseA.yaml"
 pytestmark = pytest.mark.models
-
-
-def ledger_cli(*args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ledger", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def digest(db: Path) -> tuple[int, str]:
-    from ledger.run.runner import evidence_digest
-    from ledger.spec.loader import load_protocol
-
-    with open_store(f"sqlite:///{db}") as store:
-        return evidence_digest(store, load_protocol(SMOKE).sha256)
-
-
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """One uninterrupted run of the smoke protocol (timed, for the SIGKILL test)."""
-    folder = tmp_path_factory.mktemp("reference")
-    started = time.monotonic()
-    result = ledger_cli(
-        "run", str(SMOKE), "--db", f"sqlite:///{folder / 'ledger.db'}", "--out", str(folder / "out"), "--no-progress"
-    )
-    elapsed = time.monotonic() - started
-    assert result.returncode == 0, result.stderr[-3000:]
-    return folder, elapsed, result.stdout
 
 
 def test_smoke_runs_end_to_end_and_verifies(reference):

@@ -1,0 +1,32 @@
+"""Shared by the run tests: the protocols they run and `ledger` as a user calls it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "protocols" / "smoke.yaml"
+PHASE_A = ROOT / "protocols" / "phaseA.yaml"
+
+
+def ledger_cli(*args: str, env: dict | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ledger", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def digest(db: Path) -> tuple[int, str]:
+    from ledger.run.runner import evidence_digest
+    from ledger.spec.loader import load_protocol
+    from ledger.store import open_store
+
+    with open_store(f"sqlite:///{db}") as store:
+        return evidence_digest(store, load_protocol(SMOKE).sha256)
