@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from arms.device import model_device, synchronize
-from arms.distributed import SINGLE, World
+from arms.train.distributed import SINGLE, World
 from arms.train.step import TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.reader.shared import Reader

@@ -12,6 +12,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 # Shared helpers (model_fixtures, store_helpers) live in tests/ itself; test files sit in
 # subfolders that mirror the packages.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -25,6 +27,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         pass
     else:
         torch.set_num_threads(1)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """An empty ledger database URL, once per backend (tests/databases.py: PostgreSQL needs
+    LEDGER_TEST_POSTGRES_URL, from `bash .ci/postgres.sh`; without it those cases fail)."""
+    from databases import fresh_database
+
+    with fresh_database(request.param, tmp_path) as url:
+        yield url
 
 
 def pytest_collection_modifyitems(items):

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from arms.distributed import SINGLE, World
+from arms.train.distributed import SINGLE, World
 
 GRAD_CLIP = 1.0  # global gradient-norm clip of every stage
 
@@ -46,7 +46,7 @@ def take_step(
     """
     optimizer.zero_grad()
     loss = loss_fn()
-    # data-parallel: every rank sees the same mean loss and the same decision (arms/distributed.py)
+    # data-parallel: every rank sees the same mean loss and the same decision (arms/train/distributed.py)
     value = world.mean(float(loss.detach()))
     if not math.isfinite(value):
         raise TrainingDiverged(f"{where}loss is {value}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.console import Console
 
@@ -26,14 +25,26 @@ class CommandError(Exception):
 
 
 def _store(args: argparse.Namespace, create: bool = True):
-    from ledger.store import SchemaVersionMismatch, StoreError, default_db_url, open_store
+    """The ledger at ``--db`` (a new SQLite file's folder is created by the store).
+
+    A URL that cannot be used (malformed, driver not installed, server unreachable) is the
+    store's ``DatabaseUnavailable``: ``main`` prints it as one ``error:`` line, exit 2.
+    """
+    from ledger.store import (
+        DatabaseUnavailable,
+        SchemaVersionMismatch,
+        StoreError,
+        default_db_url,
+        display_url,
+        open_store,
+    )
 
     url = args.db or default_db_url()
-    if url.startswith("sqlite:///") and create:
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     try:
         return open_store(url, create=create)
     except SchemaVersionMismatch as exc:
         raise CommandError(str(exc), EXIT_REFUSED) from None
+    except DatabaseUnavailable:
+        raise
     except StoreError as exc:
-        raise CommandError(f"{url}: {exc}") from None
+        raise CommandError(f"{display_url(url)}: {exc}") from None

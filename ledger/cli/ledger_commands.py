@@ -160,8 +160,9 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from ledger.store import default_db_url, upgrade
+    from ledger.store import default_db_url, display_url, upgrade
 
     url = args.db or default_db_url()
-    out.print(f"{url} is at revision {upgrade(url)}")
+    revision = upgrade(url)  # DatabaseUnavailable: one line, exit 2 (cli/main.py)
+    out.print(f"{display_url(url)} is at revision {revision}", markup=False)
     return EXIT_OK

@@ -241,6 +241,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--resume", action="store_true", help="continue a run from what the ledger already holds")
     run.add_argument("--arms", help="comma-separated arm ids to run (default: all)")
+    run.add_argument(
+        "--parallel",
+        type=int,
+        metavar="N",
+        help="run the arms in N processes writing into one ledger (GPUs round robin; an arm continuing from "
+        "another stays with it), then judge the claims. Data-parallel training of one arm: torchrun (README)",
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress bars (the log still records progress)")
     run.set_defaults(handler=cmd_run)
 
@@ -322,11 +329,14 @@ def main(argv: list[str] | None = None) -> int:
         err.print(str(exc), markup=False)
         return exc.code
     except Exception as exc:  # the store's own refusals (lineage, preregistration) are exit 3
-        from ledger.store import LineageRefused, PreregistrationRequired
+        from ledger.store import DatabaseUnavailable, LineageRefused, PreregistrationRequired
 
         if isinstance(exc, (LineageRefused, PreregistrationRequired)):
             err.print(f"refused: {exc}", markup=False)
             return EXIT_REFUSED
+        if isinstance(exc, DatabaseUnavailable):  # a bad --db URL, a missing driver, no server: one line
+            err.print(f"error: {exc}", markup=False)
+            return EXIT_BAD_INPUT
         raise
     except KeyboardInterrupt:
         err.print("interrupted")

@@ -160,6 +160,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             device=args.device,
             artifacts=args.artifacts,
         )
+        if args.parallel is not None:
+            _run_children(runner, args)
+            runner.resume = True  # every arm is recorded now: this pass judges the claims and reports
         result = runner.run()
         if result is None:  # a data-parallel rank other than 0: rank 0 prints and records
             return EXIT_OK
@@ -171,6 +174,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     _print_run_summary(result)
     return EXIT_REFUSED if result.hard_stopped else EXIT_OK
+
+
+def _run_children(runner, args: argparse.Namespace) -> None:
+    from ledger.run.parallel import ParallelFailed, run_parallel
+
+    if args.parallel < 1:
+        raise CommandError(f"--parallel wants a number of processes >= 1, got {args.parallel}")
+    url = runner.register_only()
+    try:
+        run_parallel(
+            runner.protocol_path,
+            runner.protocol,
+            runner.arm_ids,
+            args.parallel,
+            db=url,
+            out_dir=runner.out_dir,
+            device=args.device,
+            artifacts=args.artifacts,
+            resume=args.resume,
+            report=lambda line: out.print(line, markup=False),
+        )
+    except ParallelFailed as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _print_run_summary(result) -> None:

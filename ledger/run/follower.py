@@ -2,7 +2,7 @@
 
 Rank 0 (``Runner``) owns the ledger: it decides, per arm, which stages are already recorded
 (and loads their checkpoints) and which to train, and it gates and evaluates. It tells the
-other ranks each decision by broadcast (``arms.distributed.World.tell``); a follower builds
+other ranks each decision by broadcast (``arms.train.distributed.World.tell``); a follower builds
 the same arm from the same base and does exactly that, so that its weights stay equal to
 rank 0's and every training step has all ranks in it. It never opens the database.
 """

@@ -110,11 +110,27 @@ class Runner:
 
     # -- entry point
 
+    def register_only(self) -> str:
+        """Check the bases and the device, register the protocol, and return the ledger's URL
+        (``--parallel``: the children then find it registered instead of racing to register it)."""
+        from arms.device import resolve_device
+        from ledger.audit.preregistration import register
+        from ledger.store import default_db_url, open_store
+
+        check_bases_available(self.protocol, self.protocol_dir, self.arm_ids)
+        resolve_device(self.device_choice)
+        url = self.db or default_db_url()
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        with open_store(url) as store:
+            register(store, self.protocol_path, self.checked)
+        return url
+
     def run(self) -> RunResult | None:
         """The run's result (None on a data-parallel rank other than 0, which records nothing)."""
         check_bases_available(self.protocol, self.protocol_dir, self.arm_ids)
         from arms.device import resolve_device
-        from arms.distributed import leave, rank_device, world_from_env
+        from arms.train.distributed import leave, rank_device, world_from_env
         from ledger.audit.preregistration import register, registration_of
         from ledger.rows.builder import build_manifests
         from ledger.store import default_db_url, open_store

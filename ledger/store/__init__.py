@@ -29,10 +29,12 @@ from ledger.store.chain import (
     utc_now,
 )
 from ledger.store.engine import (
+    DatabaseUnavailable,
     SchemaVersionMismatch,
     StoreError,
     current_revision,
     default_db_url,
+    display_url,
     head_revision,
     make_engine,
     upgrade,
@@ -53,6 +55,7 @@ __all__ = [
     "ChainReport",
     "ConflictError",
     "ConsistencyReport",
+    "DatabaseUnavailable",
     "LineageRefused",
     "PreregistrationRequired",
     "QueryResult",
@@ -65,6 +68,7 @@ __all__ = [
     "consistency_proof",
     "current_revision",
     "default_db_url",
+    "display_url",
     "entry_hash",
     "final_rank",
     "head_revision",

@@ -28,7 +28,7 @@ from ledger.canonical import canonical_json
 from ledger.store import merkle
 from ledger.store.base import StoreBase
 from ledger.store.models import DOMAIN_TABLES, GENESIS_HASH, table
-from ledger.store.records import COLUMNS, build_record, entry_hash, payload_leaf_hash, utc_now
+from ledger.store.records import build_record, entry_hash, payload_leaf_hash, utc_now
 
 
 @dataclass(frozen=True)
@@ -119,15 +119,8 @@ class AppendLog(StoreBase):
         return AppendResult(seq=seq, entry_hash=entry, leaf_hash=leaf, recorded_at=ts, ids=ids)
 
     def _insert_many(self, conn: Connection, table_name: str, built: list[dict], seq: int) -> None:
-        if self.dialect == "sqlite":
-            # Plain executemany: the records already hold exact Python values.
-            names = [name for name, _, _ in COLUMNS[table_name]] + ["entry_seq"]
-            sql = 'INSERT INTO "{}" ({}) VALUES ({})'.format(
-                table_name, ", ".join(f'"{n}"' for n in names), ", ".join("?" * len(names))
-            )
-            conn.exec_driver_sql(sql, [tuple(rec[n] for n in names[:-1]) + (seq,) for rec in built])
-        else:
-            conn.execute(table(table_name).insert(), [dict(rec, entry_seq=seq) for rec in built])
+        # One Core INSERT, executed for many rows (the driver's executemany; psycopg pipelines it).
+        conn.execute(table(table_name).insert(), [dict(rec, entry_seq=seq) for rec in built])
 
     # ---- Merkle head
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from ledger.store.engine import WRITE_OPTION, StoreError
@@ -40,17 +40,25 @@ class StoreBase:
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
+        """One write transaction, writers one at a time: SQLite ``BEGIN IMMEDIATE``; PostgreSQL
+        (READ COMMITTED) ``LOCK TABLE chain_entries IN EXCLUSIVE MODE`` first, so the writer
+        then sees every entry committed before it and readers are never blocked."""
         with self.engine.connect() as conn:
             conn.execution_options(**{WRITE_OPTION: True})
             with conn.begin():
                 if self.dialect == "postgresql":
-                    conn.exec_driver_sql("LOCK TABLE chain_entries IN EXCLUSIVE MODE")
+                    conn.execute(text("LOCK TABLE chain_entries IN EXCLUSIVE MODE"))
                 yield conn
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn, conn.begin():
-            yield conn
+        """One read transaction over one snapshot (SQLite's WAL read transaction; PostgreSQL
+        REPEATABLE READ): a read of several tables never sees half of a concurrent append."""
+        with self.engine.connect() as conn:
+            if self.dialect == "postgresql":
+                conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
 
     def _records(self, stmt: Select, record: type[R]) -> list[R]:
         """The rows of a Core select as typed records (the select's labels are the record's fields)."""

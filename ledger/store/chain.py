@@ -21,7 +21,9 @@ from ledger.store.append import AppendResult
 from ledger.store.engine import (
     StoreError,
     _sqlite_file,
+    check_connection,
     default_db_url,
+    display_url,
     ensure_schema,
     is_sqlite,
     make_engine,
@@ -72,15 +74,18 @@ def open_store(url: str | None = None, create: bool = True) -> Store:
 
     A new database is migrated to the current schema; an existing one must already be at
     it, else ``SchemaVersionMismatch`` says what to run. With ``create=False`` a SQLite
-    file that does not exist is refused before anything touches the disk.
+    file that does not exist is refused before anything touches the disk. A URL that
+    cannot be used or a server that cannot be reached raises ``DatabaseUnavailable``.
     """
     url = normalize_url(url) if url is not None else default_db_url()
     if not create and is_sqlite(url):
         path = _sqlite_file(url)
         if path is not None and not Path(path).is_file():
-            raise StoreError(f"no ledger database at {url}: create one with `ledger db upgrade --db {url}`")
+            shown = display_url(url)
+            raise StoreError(f"no ledger database at {shown}: create one with `ledger db upgrade --db {shown}`")
     engine = make_engine(url)
     try:
+        check_connection(engine, url)
         ensure_schema(engine, url=url, create=create)
     except BaseException:
         engine.dispose()

@@ -1,11 +1,17 @@
 """Engine set-up and schema migrations.
 
 * ``default_db_url()`` -- ``$LEDGER_DB`` or ``sqlite:///runs/ledger.db``.
-* ``make_engine(url)`` -- any SQLAlchemy URL. For SQLite every connection gets
-  ``journal_mode=WAL``, ``foreign_keys=ON`` and a 30 s ``busy_timeout``; the driver's
-  own transaction handling is switched off and the store emits ``BEGIN`` itself
-  (``BEGIN IMMEDIATE`` for writes, so that concurrent writers queue on the busy
-  timeout instead of failing on a stale snapshot).
+* ``make_engine(url)`` -- a SQLite or PostgreSQL URL (any SQLAlchemy URL is tried). For
+  SQLite every connection gets ``journal_mode=WAL``, ``foreign_keys=ON`` and a 30 s
+  ``busy_timeout``; the driver's own transaction handling is switched off and the store
+  emits ``BEGIN`` itself (``BEGIN IMMEDIATE`` for writes, so that concurrent writers queue
+  on the busy timeout instead of failing on a stale snapshot). PostgreSQL goes through
+  psycopg 3 (``postgresql://`` means ``postgresql+psycopg://``; ``pip install
+  'ledger[postgres]'``), with a 10 s connect timeout and ``numeric`` results read as
+  floats, as SQLite returns them. A URL that cannot be used (malformed, unknown dialect,
+  driver not installed) raises ``DatabaseUnavailable`` with a one-line reason.
+* ``check_connection(engine, url)`` -- connect once; ``DatabaseUnavailable`` says why not.
+* ``display_url(url)`` -- the URL with its password hidden: every message uses it.
 * ``upgrade(url)`` -- run the Alembic migrations to head (``ledger db upgrade``).
 * ``check_revision(engine)`` -- raise ``SchemaVersionMismatch`` unless the database
   is at the revision this code expects.
@@ -14,21 +20,31 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, inspect
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import create_engine, event, exc, inspect, text
+from sqlalchemy.engine import URL, Engine, make_url
 
 DEFAULT_DB_URL = "sqlite:///runs/ledger.db"
 BUSY_TIMEOUT_MS = 30_000
+PG_CONNECT_TIMEOUT_S = 10
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 #: Execution option that makes the SQLite ``BEGIN`` an ``BEGIN IMMEDIATE``.
 WRITE_OPTION = "ledger_begin_immediate"
+#: PostgreSQL advisory lock taken by a migration ("ledger" in ASCII), the counterpart of BEGIN IMMEDIATE.
+MIGRATION_LOCK_KEY = 0x6C6564676572
 
 
 class StoreError(RuntimeError):
     """A ledger database cannot be used as asked."""
+
+
+class DatabaseUnavailable(StoreError):
+    """The database at a URL cannot be reached: a malformed URL, an unknown dialect, a driver that
+    is not installed, or a server that refuses the connection. The message is one line and
+    never shows the URL's password."""
 
 
 class SchemaVersionMismatch(StoreError):
@@ -57,14 +73,42 @@ def normalize_url(url_or_path: str | os.PathLike) -> str:
     return "sqlite:///" + text
 
 
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
+
+
+def display_url(url: str | URL) -> str:
+    """``url`` as messages show it: the password (if any) as ``***``."""
+    try:
+        return (url if isinstance(url, URL) else make_url(str(url))).render_as_string(hide_password=True)
+    except (exc.ArgumentError, ValueError):
+        return _PASSWORD.sub(r"\1***@", str(url))
+
+
+def parse_url(url: str) -> URL:
+    """The parsed URL, or ``DatabaseUnavailable`` for one SQLAlchemy cannot parse."""
+    try:
+        return make_url(url)
+    except (exc.ArgumentError, ValueError) as error:
+        reason = "the port is not a number" if "invalid literal for int()" in str(error) else _first_line(error)
+        raise DatabaseUnavailable(
+            f"not a database URL: {display_url(url)!r} ({reason}); "
+            "expected sqlite:///PATH or postgresql+psycopg://USER@HOST[:PORT]/DATABASE"
+        ) from None
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(getattr(error, "orig", None) or error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
 def is_sqlite(url_or_engine) -> bool:
     if isinstance(url_or_engine, Engine):
         return url_or_engine.dialect.name == "sqlite"
-    return make_url(str(url_or_engine)).get_backend_name() == "sqlite"
+    return parse_url(str(url_or_engine)).get_backend_name() == "sqlite"
 
 
 def _sqlite_file(url: str) -> Path | None:
-    parsed = make_url(url)
+    parsed = parse_url(url)
     database = parsed.database
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
@@ -72,18 +116,78 @@ def _sqlite_file(url: str) -> Path | None:
 
 
 def make_engine(url: str | None = None, **kwargs) -> Engine:
-    """Create an engine for ``url`` (default ``default_db_url()``) with the ledger's SQLite settings."""
+    """Create an engine for ``url`` (default ``default_db_url()``) with the ledger's SQLite or PostgreSQL settings.
+
+    Nothing is connected yet (``check_connection`` does); a URL that cannot be used at all
+    raises ``DatabaseUnavailable``.
+    """
     url = normalize_url(url) if url is not None else default_db_url()
     if is_sqlite(url):
         path = _sqlite_file(url)
         if path is not None and path.parent and not path.parent.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as error:
+                raise DatabaseUnavailable(
+                    f"cannot connect to the database at {display_url(url)}: "
+                    f"cannot create its folder {path.parent}: {error.strerror or error}"
+                ) from None
         connect_args = dict(kwargs.pop("connect_args", {}) or {})
         connect_args.setdefault("timeout", BUSY_TIMEOUT_MS / 1000)
-        engine = create_engine(url, connect_args=connect_args, **kwargs)
+        engine = _create(url, connect_args=connect_args, **kwargs)
         _install_sqlite_events(engine)
         return engine
-    return create_engine(url, **kwargs)
+    parsed = parse_url(url)
+    if parsed.drivername == "postgresql":  # the ledger's PostgreSQL driver is psycopg 3, whatever SQLAlchemy's default
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() == "postgresql":
+        connect_args = dict(kwargs.pop("connect_args", {}) or {})
+        if "connect_timeout" not in parsed.query:
+            connect_args.setdefault("connect_timeout", PG_CONNECT_TIMEOUT_S)
+        engine = _create(parsed, connect_args=connect_args, **kwargs)
+        if engine.dialect.driver == "psycopg":
+            _install_psycopg_events(engine)
+        return engine
+    return _create(parsed, **kwargs)
+
+
+def _create(url: str | URL, **kwargs) -> Engine:
+    """``create_engine``, with a one-line ``DatabaseUnavailable`` for a dialect or driver that is not there."""
+    parsed = url if isinstance(url, URL) else parse_url(url)
+    try:
+        return create_engine(parsed, **kwargs)
+    except exc.NoSuchModuleError:
+        raise DatabaseUnavailable(
+            f"unknown database {parsed.drivername!r} in {display_url(parsed)}: "
+            "use sqlite:///PATH or postgresql+psycopg://USER@HOST[:PORT]/DATABASE"
+        ) from None
+    except ImportError as error:
+        hint = (
+            "pip install 'ledger[postgres]'"
+            if parsed.get_backend_name() == "postgresql"
+            else f"pip install {error.name or 'its DBAPI module'}"
+        )
+        raise DatabaseUnavailable(f"the database driver for {parsed.drivername!r} is not installed: {hint}") from None
+
+
+def check_connection(engine: Engine, url: str) -> None:
+    """Connect once (and give the connection back): ``DatabaseUnavailable`` with the driver's reason if that fails."""
+    try:
+        with engine.connect():
+            pass
+    except exc.DBAPIError as error:  # refused, timed out, no such database, bad credentials or options
+        raise DatabaseUnavailable(
+            f"cannot connect to the database at {display_url(url)}: {_first_line(error)}"
+        ) from None
+
+
+def _install_psycopg_events(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, connection_record):  # pragma: no cover - exercised via tests
+        # NUMERIC results (``1.0 * SUM(...)`` in a view, AVG of integers) as floats, as SQLite gives them.
+        from psycopg.types.numeric import FloatLoader
+
+        dbapi_connection.adapters.register_loader("numeric", FloatLoader)
 
 
 def _install_sqlite_events(engine: Engine) -> None:
@@ -153,9 +257,12 @@ def _run_upgrade(engine: Engine, target: str = "head") -> None:
     from alembic import command
 
     with engine.connect() as connection:
-        # BEGIN IMMEDIATE: two processes creating the same new database queue up; the
-        # second one then finds it at head and does nothing.
+        # BEGIN IMMEDIATE (SQLite) or an advisory lock held to the end of the transaction
+        # (PostgreSQL): two processes creating the same new database queue up; the second
+        # one then finds it at head and does nothing.
         connection.execution_options(**{WRITE_OPTION: True})
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
         command.upgrade(alembic_config(connection=connection), target)
         if connection.in_transaction():
             connection.commit()
@@ -166,8 +273,10 @@ def upgrade(url: str | None = None, target: str = "head") -> str:
 
     Returns the revision the database is at afterwards.
     """
+    url = normalize_url(url) if url is not None else default_db_url()
     engine = make_engine(url)
     try:
+        check_connection(engine, url)
         _run_upgrade(engine, target)
         with engine.connect() as connection:
             return current_revision(connection) or ""
@@ -182,6 +291,7 @@ def ensure_schema(engine: Engine, *, url: str, create: bool = True) -> str:
     ``StoreError`` for a database that is not a ledger or does not exist with ``create=False``.
     """
     expected = head_revision()
+    url = display_url(url)  # messages never show a password
     with engine.connect() as connection:
         revision = current_revision(connection)
         tables = user_tables(connection)

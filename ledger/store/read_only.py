@@ -3,8 +3,17 @@
 Only one SELECT / WITH / EXPLAIN / VALUES / read-only PRAGMA statement is accepted;
 on SQLite the connection also runs with ``PRAGMA query_only=ON`` and an authorizer that
 denies every write, ATTACH and DDL, and on PostgreSQL in a READ ONLY transaction that
-is rolled back. The ledger's own code reads through the typed read side instead
-(``ledger/store/reads/``).
+is rolled back (a write the statement filter let through, e.g. ``EXPLAIN ANALYZE DELETE``
+or ``nextval()``, is refused by the server and reported as ``ReadOnlyViolation``). The
+ledger's own code reads through the typed read side instead (``ledger/store/reads/``).
+
+Rows read the same on every backend: PostgreSQL's booleans come back as 0/1 (SQLite has
+no boolean type) and its NUMERIC as floats (``make_engine``).
+
+Parameters: a mapping binds ``:name`` placeholders on every backend (SQLAlchemy's
+``text()``); a sequence goes to the driver in its own positional style (``?`` on SQLite,
+``%s`` on PostgreSQL); without parameters the statement reaches the driver verbatim, so
+a literal ``%`` or ``':word'`` needs no escaping.
 """
 
 from __future__ import annotations
@@ -14,6 +23,10 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, CursorResult
+from sqlalchemy.exc import DBAPIError
 
 from ledger.store.base import StoreBase
 from ledger.store.engine import StoreError
@@ -135,54 +148,78 @@ def _read_only_authorizer(action, arg1, arg2, dbname, source):
     return sqlite3.SQLITE_DENY
 
 
+# SQLSTATE 25006 read_only_sql_transaction (a write in the READ ONLY transaction), 25001
+# active_sql_transaction (set_config('transaction_read_only', 'off') after the first query).
+_PG_READ_ONLY_STATES = {"25006", "25001"}
+
+Params = Mapping[str, Any] | Sequence[Any] | None
+
+
+def _execute(conn: Connection, sql: str, params: Params) -> CursorResult:
+    if params is None:
+        return conn.exec_driver_sql(sql, execution_options={"no_parameters": True})
+    if isinstance(params, Mapping):
+        return conn.execute(text(sql), dict(params))
+    return conn.exec_driver_sql(sql, tuple(params))  # positional: the driver's own style
+
+
+def _result(result: CursorResult, *, booleans_as_int: bool = False) -> QueryResult:
+    if not result.returns_rows:
+        return QueryResult([], [])
+    rows = [tuple(row) for row in result]
+    if booleans_as_int:
+        rows = [tuple(int(v) if type(v) is bool else v for v in row) for row in rows]
+    return QueryResult(list(result.keys()), rows)
+
+
 class ReadOnlySQL(StoreBase):
-    def query(
-        self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None, *, read_only: bool = True
-    ) -> QueryResult:
+    def query(self, sql: str, params: Params = None, *, read_only: bool = True) -> QueryResult:
         """Run one SQL statement and return its rows.
 
         ``read_only=True`` (the default, and what ``ledger query`` uses): only SELECT /
         WITH / EXPLAIN / VALUES / read-only PRAGMA statements are accepted, and on SQLite
         the connection runs with ``PRAGMA query_only=ON`` and an authorizer that denies
-        every write, ATTACH and DDL. Parameters use the driver's style (``:name`` on SQLite).
+        every write, ATTACH and DDL; on PostgreSQL in a READ ONLY transaction, rolled back,
+        with booleans returned as 0/1 as SQLite returns them. Named parameters (a mapping)
+        are ``:name`` on every backend.
         """
         if read_only:
             sql = check_read_only_sql(sql)
         with self.engine.connect() as conn:
             if not read_only:
                 with conn.begin():
-                    result = conn.exec_driver_sql(sql, params) if params is not None else conn.exec_driver_sql(sql)
-                    if result.returns_rows:
-                        return QueryResult(list(result.keys()), [tuple(r) for r in result])
-                    return QueryResult([], [])
+                    return _result(_execute(conn, sql, params), booleans_as_int=self.dialect != "sqlite")
             if self.dialect == "sqlite":
-                dbapi: Any = conn.connection.dbapi_connection  # sqlite3.Connection: set_authorizer
-                dbapi.execute("PRAGMA query_only = ON")
-                dbapi.set_authorizer(_read_only_authorizer)
-                try:
-                    with conn.begin():
-                        result = conn.exec_driver_sql(sql, params) if params is not None else conn.exec_driver_sql(sql)
-                        columns = list(result.keys()) if result.returns_rows else []
-                        rows = [tuple(r) for r in result] if result.returns_rows else []
-                except Exception as exc:
-                    if "not authorized" in str(exc) or "readonly" in str(exc).lower():
-                        raise ReadOnlyViolation(f"read-only query refused by the database: {exc}") from exc
-                    raise
-                finally:
-                    dbapi.set_authorizer(None)
-                    dbapi.execute("PRAGMA query_only = OFF")
-                return QueryResult(columns, rows)
+                return self._sqlite_read_only(conn, sql, params)
             trans = conn.begin()
             try:
                 if self.dialect == "postgresql":
-                    conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-                result = conn.exec_driver_sql(sql, params) if params is not None else conn.exec_driver_sql(sql)
-                columns = list(result.keys()) if result.returns_rows else []
-                rows = [tuple(r) for r in result] if result.returns_rows else []
+                    conn.execute(text("SET TRANSACTION READ ONLY"))
+                # booleans as SQLite stores them (0/1): an auditor's query reads the same on every backend
+                return _result(_execute(conn, sql, params), booleans_as_int=True)
+            except DBAPIError as exc:
+                if getattr(exc.orig, "sqlstate", None) in _PG_READ_ONLY_STATES:
+                    message = str(exc.orig).strip().splitlines()[0]
+                    raise ReadOnlyViolation(f"read-only query refused by the database: {message}") from exc
+                raise
             finally:
                 trans.rollback()
-            return QueryResult(columns, rows)
 
-    def query_df(self, sql: str, params: Mapping[str, Any] | Sequence[Any] | None = None):
+    def _sqlite_read_only(self, conn: Connection, sql: str, params: Params) -> QueryResult:
+        dbapi: Any = conn.connection.dbapi_connection  # sqlite3.Connection: set_authorizer
+        dbapi.execute("PRAGMA query_only = ON")
+        dbapi.set_authorizer(_read_only_authorizer)
+        try:
+            with conn.begin():
+                return _result(_execute(conn, sql, params))
+        except Exception as exc:
+            if "not authorized" in str(exc) or "readonly" in str(exc).lower():
+                raise ReadOnlyViolation(f"read-only query refused by the database: {exc}") from exc
+            raise
+        finally:
+            dbapi.set_authorizer(None)
+            dbapi.execute("PRAGMA query_only = OFF")
+
+    def query_df(self, sql: str, params: Params = None):
         """``query`` as a pandas DataFrame (read-only)."""
         return self.query(sql, params).to_dataframe()

@@ -3,6 +3,9 @@
 A record is every column of a domain row but ``entry_seq``. Values are coerced to the
 column's kind once, on the way in (``build_record``), and read back without coercion
 (``value_from_db``), so that a row read from any backend compares equal to its record.
+A value is held to what every backend stores, whatever SQLite's type affinity would let
+through: a string within its column's length, an integer within 32 bits (PostgreSQL's
+INTEGER), so a ledger that SQLite accepts PostgreSQL accepts too.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Boolean, Float, Integer
+from sqlalchemy import Boolean, Float, Integer, String
 
 from ledger.canonical import canonical_json
 from ledger.store import merkle
@@ -56,6 +59,16 @@ COLUMNS: dict[str, list[tuple[str, str, bool]]] = {
     for name in DOMAIN_TABLES
 }
 AUTO_COLUMNS = {"id", "recorded_at"}
+INT_RANGE = (-(2**31), 2**31 - 1)  # INTEGER on PostgreSQL (SQLite's would be 64 bits)
+# table -> column -> the most characters a String(n) column holds (Text: no limit)
+MAX_LENGTH: dict[str, dict[str, int]] = {
+    name: {
+        column.name: column.type.length
+        for column in table(name).columns
+        if isinstance(column.type, String) and column.type.length is not None
+    }
+    for name in DOMAIN_TABLES
+}
 _KNOWN = {name: {column for column, _, _ in columns} - AUTO_COLUMNS for name, columns in COLUMNS.items()}
 
 
@@ -127,12 +140,19 @@ def build_record(
         raise ValueError(f"{table_name}: unknown column(s) {sorted(unknown)}")
     record: dict[str, Any] = {"id": row_id, "recorded_at": ts}
     get = values.get
+    lengths = MAX_LENGTH[table_name]
+    low, high = INT_RANGE
     for name, kind, nullable in columns:
         if name in AUTO_COLUMNS:
             continue
         value = _coerce(kind, get(name), (table_name, name), nan_as_null=nan_as_null)
-        if value is None and not nullable:
-            raise ValueError(f"{table_name}.{name} is required")
+        if value is None:
+            if not nullable:
+                raise ValueError(f"{table_name}.{name} is required")
+        elif kind == "str" and name in lengths and len(value) > lengths[name]:
+            raise ValueError(f"{table_name}.{name}: at most {lengths[name]} characters, got {len(value)}")
+        elif kind == "int" and not low <= value <= high:
+            raise ValueError(f"{table_name}.{name}: {value} is outside the 32-bit integer range")
         record[name] = value
     return record
 

@@ -8,6 +8,7 @@ hashes, payload header, the records of each table); each check adds what it find
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from ledger.store.records import COLUMNS, entry_hash, value_from_db
 
 # table -> entry seq -> row id -> the stored row as a record
 StoredRows = dict[str, dict[int, dict[int, dict]]]
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -75,16 +77,24 @@ class ConsistencyReport:
 # --------------------------------------------------------------------------- the checks
 
 
+def _raw_select(conn: Connection, table_name: str, names: list[str], order_by: str | None = None):
+    """A plain-text SELECT (no parameters): values come back as the driver returns them, without
+    SQLAlchemy's type processing (which would turn a tampered SQLite boolean 2 into True)."""
+    prep = conn.dialect.identifier_preparer
+    sql = f"SELECT {', '.join(prep.quote(name) for name in names)} FROM {prep.quote(table_name)}"
+    if order_by is not None:
+        sql += f" ORDER BY {prep.quote(order_by)}"
+    return conn.execute(text(sql))
+
+
 def load_stored_rows(conn: Connection, report: ChainReport) -> StoredRows:
     """Every domain row as a record, grouped by the entry that recorded it (duplicate ids reported)."""
-    prep = conn.dialect.identifier_preparer
     stored: StoredRows = {}
     for table_name in DOMAIN_TABLES:
         columns = COLUMNS[table_name]
-        names = ", ".join(prep.quote(name) for name, _, _ in columns)
         grouped: dict[int, dict[int, dict]] = {}
         count = 0
-        for raw in conn.exec_driver_sql(f"SELECT entry_seq, {names} FROM {prep.quote(table_name)}"):
+        for raw in _raw_select(conn, table_name, ["entry_seq"] + [name for name, _, _ in columns]):
             record = {name: value_from_db(kind, value) for (name, kind, _), value in zip(columns, raw[1:])}
             bucket = grouped.setdefault(raw[0], {})
             if record["id"] in bucket:
@@ -126,8 +136,9 @@ def check_hashes(report: ChainReport, walk: _Walk, key: str, payload_text: str, 
     expected_entry = entry_hash(walk.prev, leaf)
     if entry_stored != expected_entry:
         report.add("chain_entries", key, "entry_hash does not match SHA-256(prev_hash || leaf_hash)")
-    # link the next entry to what is stored (one edit is reported once, not at every later entry)
-    walk.prev = entry_stored if isinstance(entry_stored, str) and len(entry_stored) == 64 else expected_entry
+    # link the next entry to what is stored (one edit is reported once, not at every later entry),
+    # unless what is stored is no digest at all
+    walk.prev = entry_stored if isinstance(entry_stored, str) and _DIGEST.fullmatch(entry_stored) else expected_entry
 
 
 def parse_payload(report: ChainReport, key: str, payload_text: str) -> dict | None:
@@ -222,9 +233,11 @@ class ChainVerification(StoreBase):
         walk = _Walk()
         with self._read() as conn:
             stored = load_stored_rows(conn, report)
-            entries = conn.exec_driver_sql(
-                "SELECT seq, kind, recorded_at, payload, leaf_hash, prev_hash, entry_hash "
-                "FROM chain_entries ORDER BY seq"
+            entries = _raw_select(
+                conn,
+                "chain_entries",
+                ["seq", "kind", "recorded_at", "payload", "leaf_hash", "prev_hash", "entry_hash"],
+                order_by="seq",
             )
             for seq, kind, recorded_at, payload_text, leaf_stored, prev_stored, entry_stored in entries:
                 key = f"seq={seq}"

@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from run_helpers import ROOT, SMOKE, ledger_cli
+from run_helpers import ROOT, SMOKE, digest, ledger_cli
 
 from ledger.store import open_store
 
@@ -74,3 +74,51 @@ def test_two_cpu_ranks_train_one_arm_record_it_once_and_follow_the_single_proces
     assert rest.returncode == 0, rest.stderr[-3000:]
     verified = ledger_cli("verify", "claims/smoke.yaml", "--db", f"sqlite:///{db}")
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_parallel_runs_the_arms_in_separate_processes_into_one_ledger_with_the_same_evidence(reference, tmp_path):
+    from ledger.run.parallel import arm_groups
+    from ledger.spec.loader import load_protocol
+
+    folder, _, _ = reference
+    protocol = load_protocol(SMOKE)
+    groups = arm_groups(protocol, [arm.id for arm in protocol.arms], 2)
+    assert len(groups) == 2 and sorted(arm for group in groups for arm in group) == sorted(
+        arm.id for arm in protocol.arms
+    )
+    with open_store(f"sqlite:///{folder / 'ledger.db'}") as store:
+        threads = json.loads(store.rows_of("runs")[0]["environment_json"])["threads"]
+    db = tmp_path / "parallel.db"
+    ran = ledger_cli(
+        "run",
+        str(SMOKE),
+        "--parallel",
+        "2",
+        "--db",
+        f"sqlite:///{db}",
+        "--out",
+        str(tmp_path / "out"),
+        env={"OMP_NUM_THREADS": str(threads)},  # the reference's thread count: the same float arithmetic
+    )
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert ran.stdout.count("exit 0") == 2 and (tmp_path / "out" / "parallel-1.log").is_file()
+    assert digest(db) == digest(folder / "ledger.db")  # the same evidence as one process, byte for byte
+    verified = ledger_cli("verify", "claims/smoke.yaml", "--db", f"sqlite:///{db}")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_an_arm_continuing_from_another_stays_in_its_group() -> None:
+    import yaml
+
+    from ledger.run.parallel import arm_groups
+    from ledger.spec.loader import parse_protocol
+
+    document = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+    for arm in document["arms"]:
+        if arm["id"] == "E":
+            arm["init_from"] = "A"
+    protocol = parse_protocol(yaml.safe_dump(document))
+    for n in (1, 2, 3, 4):
+        groups = arm_groups(protocol, ["A", "E", "B", "C"], n)
+        together = next(group for group in groups if "A" in group)
+        assert together.index("A") < together.index("E") and len(groups) <= n

@@ -1,17 +1,23 @@
 """The hash chain and the Merkle log: construction, tamper detection on every table and
-column, RFC 6962 Merkle tree hashes and consistency proofs, and 'only grew since head'."""
+column, RFC 6962 Merkle tree hashes and consistency proofs, and 'only grew since head'.
+
+The chain tests run on both backends (a SQLite file and a PostgreSQL database, each test on
+a copy of one example ledger); the tamperer edits through ``behind_the_stores_back``."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
+from collections.abc import Callable
+from contextlib import ExitStack
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
+from databases import BACKENDS, backend_of, behind_the_stores_back, fresh_database
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
 from store_helpers import populate_example
 
 from ledger.canonical import canonical_json
@@ -26,19 +32,6 @@ from ledger.store.merkle import (
     verify_consistency,
 )
 from ledger.store.models import table as model_table
-
-
-def _url(path: Path) -> str:
-    return f"sqlite:///{path}"
-
-
-def _copy_db(src: Path, dst: Path) -> Path:
-    source, target = sqlite3.connect(src), sqlite3.connect(dst)
-    source.backup(target)
-    target.close()
-    source.close()
-    return dst
-
 
 # --------------------------------------------------------------------------- reference Merkle
 
@@ -149,17 +142,24 @@ def test_consistency_property(case):
 # --------------------------------------------------------------------------- the chain in a store
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("chain") / "template.db"
-    with open_store(_url(path)) as store:
-        populate_example(store)
-    return path
+@pytest.fixture(scope="module", params=BACKENDS)
+def template(request, tmp_path_factory) -> str:
+    with fresh_database(request.param, tmp_path_factory.mktemp("chain")) as url:
+        with open_store(url) as store:
+            populate_example(store)
+        yield url
 
 
-def _store(path: Path) -> Store:
+@pytest.fixture()
+def copy_of_template(template, tmp_path) -> Callable[[], str]:
+    """Each call: the URL of a fresh copy of the example ledger (dropped after the test)."""
+    with ExitStack() as stack:
+        yield lambda: stack.enter_context(fresh_database(backend_of(template), tmp_path, template=template))
+
+
+def _store(url: str) -> Store:
     # the schema is known to be at head: skip the Alembic check to keep these tests fast
-    return Store(make_engine(_url(path)), _url(path))
+    return Store(make_engine(url), url)
 
 
 def test_chain_construction_by_hand(template):
@@ -212,32 +212,29 @@ def _mutate(value, kind, column):
         allowed = ENUMS[column]
         return allowed[(allowed.index(value) + 1) % len(allowed)]
     if value is None:
-        return {"int": 7, "float": 0.5, "bool": 1, "str": "x"}[kind]
+        return {"int": 7, "float": 0.5, "bool": True, "str": "x"}[kind]
     if kind == "bool":
-        return 1 - int(value)
+        return not value
     if kind == "int":
         return value + 1000
     if kind == "float":
         return value + 0.5
-    return value + "x"
+    return value[:-1] + ("y" if value.endswith("x") else "x")  # the same length: within String(n) everywhere
 
 
 @pytest.mark.parametrize("table_name", ALL_TABLES)
-def test_tampering_any_field_of_any_table_is_reported(template, tmp_path, table_name):
-    """Alter one field of one row behind the store's back (triggers dropped), for every column."""
+def test_tampering_any_field_of_any_table_is_reported(copy_of_template, table_name):
+    """Alter one field of one row behind the store's back, for every column; put it back before the next."""
+    url = copy_of_template()
     pk = "seq" if table_name == "chain_entries" else "id"
     columns = [c.name for c in model_table(table_name).columns]
     for column in columns:
-        path = _copy_db(template, tmp_path / f"{column}.db")
-        raw = sqlite3.connect(path)
-        raw.execute(f"DROP TRIGGER {table_name}_no_update")
-        key, value = raw.execute(f'SELECT {pk}, "{column}" FROM "{table_name}" ORDER BY {pk} LIMIT 1').fetchone()
-        new = _mutate(value, _kind(table_name, column), column)
-        raw.execute(f'UPDATE "{table_name}" SET "{column}" = ? WHERE {pk} = ?', (new, key))
-        assert raw.total_changes == 1
-        raw.commit()
-        raw.close()
-        with _store(path) as store:
+        with behind_the_stores_back(url) as conn:
+            key, value = conn.execute(text(f'SELECT {pk}, "{column}" FROM "{table_name}" ORDER BY {pk} LIMIT 1')).one()
+            new = _mutate(value, _kind(table_name, column), column)
+            update = text(f'UPDATE "{table_name}" SET "{column}" = :new WHERE {pk} = :key')
+            assert conn.execute(update, {"new": new, "key": key}).rowcount == 1
+        with _store(url) as store:
             report = store.verify_chain()
         assert not report.ok, f"{table_name}.{column}: {value!r} -> {new!r} not detected"
         if table_name == "chain_entries":
@@ -248,51 +245,50 @@ def test_tampering_any_field_of_any_table_is_reported(template, tmp_path, table_
         assert hits, f"{table_name}.{column}: problems do not name the row: {report.messages}"
         if table_name != "chain_entries" and column not in ("id", "entry_seq"):
             assert any(column in p.message for p in hits), report.messages
+        with behind_the_stores_back(url) as conn:  # put it back
+            conn.execute(update, {"new": value, "key": new if column == pk else key})
+    with _store(url) as store:
+        assert store.verify_chain().ok
 
 
-def test_inserted_and_deleted_rows_are_reported(template, tmp_path):
-    path = _copy_db(template, tmp_path / "l.db")
-    raw = sqlite3.connect(path)
-    raw.execute("DROP TRIGGER evidence_no_delete")
-    raw.execute("DELETE FROM evidence WHERE id = 3")
-    # a row slipped in behind the store's back, tagged with an existing entry
-    row = raw.execute("SELECT * FROM gate_results WHERE id = 1").fetchone()
-    columns = [d[1] for d in raw.execute("PRAGMA table_info(gate_results)")]
-    values = dict(zip(columns, row), id=99, gate="forged")
-    raw.execute(
-        f"INSERT INTO gate_results ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})",
-        tuple(values.values()),
-    )
-    raw.commit()
-    raw.close()
-    with _store(path) as store:
+def test_inserted_and_deleted_rows_are_reported(copy_of_template):
+    url = copy_of_template()
+    with behind_the_stores_back(url) as conn:
+        conn.execute(text("DELETE FROM evidence WHERE id = 3"))
+        # a row slipped in behind the store's back, tagged with an existing entry
+        values = dict(
+            conn.execute(text("SELECT * FROM gate_results WHERE id = 1")).mappings().one(), id=99, gate="forged"
+        )
+        conn.execute(
+            text(f"INSERT INTO gate_results ({', '.join(values)}) VALUES ({', '.join(':' + k for k in values)})"),
+            values,
+        )
+    with _store(url) as store:
         messages = store.verify_chain().messages
     assert any(m.startswith("evidence row id=3: recorded by chain entry") and "missing" in m for m in messages)
     assert any(m.startswith("gate_results row id=99: not recorded in the chain") for m in messages)
 
 
-def _forge_chain(path: Path, rewrite) -> None:
+def _forge_chain(url: str, rewrite: Callable[[Connection], object]) -> None:
     """Rewrite chain payloads consistently (recomputing every leaf and entry hash)."""
-    raw = sqlite3.connect(path)
-    for action in ("update", "delete"):
-        raw.execute(f"DROP TRIGGER chain_entries_no_{action}")
-    rewrite(raw)
-    prev = "0" * 64
-    for seq, payload in raw.execute("SELECT seq, payload FROM chain_entries ORDER BY seq").fetchall():
-        leaf = hashlib.sha256(b"\x00" + payload.encode()).hexdigest()
-        entry = hashlib.sha256(bytes.fromhex(prev) + bytes.fromhex(leaf)).hexdigest()
-        raw.execute(
-            "UPDATE chain_entries SET leaf_hash = ?, prev_hash = ?, entry_hash = ? WHERE seq = ?",
-            (leaf, prev, entry, seq),
-        )
-        prev = entry
-    raw.commit()
-    raw.close()
+    with behind_the_stores_back(url) as conn:
+        rewrite(conn)
+        prev = "0" * 64
+        for seq, payload in conn.execute(text("SELECT seq, payload FROM chain_entries ORDER BY seq")).all():
+            leaf = hashlib.sha256(b"\x00" + payload.encode()).hexdigest()
+            entry = hashlib.sha256(bytes.fromhex(prev) + bytes.fromhex(leaf)).hexdigest()
+            conn.execute(
+                text(
+                    "UPDATE chain_entries SET leaf_hash = :leaf, prev_hash = :prev, entry_hash = :entry WHERE seq = :seq"
+                ),
+                {"leaf": leaf, "prev": prev, "entry": entry, "seq": seq},
+            )
+            prev = entry
 
 
-def test_verify_since_head(template, tmp_path):
-    path = _copy_db(template, tmp_path / "l.db")
-    with _store(path) as store:
+def test_verify_since_head(copy_of_template):
+    url = copy_of_template()
+    with _store(url) as store:
         empty_root = hashlib.sha256(b"").hexdigest()
         old_root, old_size = store.head()
         store.append("note", {"text": "later 1"})
@@ -314,46 +310,50 @@ def test_verify_since_head(template, tmp_path):
         assert not store.verify_since_head(new_root, new_size + 1).ok
 
 
-def test_rewritten_history_passes_the_chain_but_not_the_head(template, tmp_path):
+def test_rewritten_history_passes_the_chain_but_not_the_head(copy_of_template):
     """A forger who recomputes every hash fools verify_chain, not a head written down earlier."""
-    path = _copy_db(template, tmp_path / "l.db")
-    with _store(path) as store:
+    url = copy_of_template()
+    with _store(url) as store:
         old_root, old_size = store.head()
         note_seq = store.rows_of("chain_entries", kind="note")[0]["seq"]
 
-    def rewrite(raw):
-        payload = raw.execute("SELECT payload FROM chain_entries WHERE seq = ?", (note_seq,)).fetchone()[0]
+    def rewrite(conn):
+        payload = conn.execute(text("SELECT payload FROM chain_entries WHERE seq = :s"), {"s": note_seq}).scalar_one()
         body = json.loads(payload)
         body["data"]["text"] = "a different history"
-        raw.execute("UPDATE chain_entries SET payload = ? WHERE seq = ?", (canonical_json(body), note_seq))
+        conn.execute(
+            text("UPDATE chain_entries SET payload = :p WHERE seq = :s"), {"p": canonical_json(body), "s": note_seq}
+        )
 
-    _forge_chain(path, rewrite)
-    with _store(path) as store:
+    _forge_chain(url, rewrite)
+    with _store(url) as store:
         assert store.verify_chain().ok  # internally consistent forgery
         assert store.head() != (old_root, old_size)
         result = store.verify_since_head(old_root, old_size)
         assert not result.ok and "history was rewritten" in result.message
 
     # truncating the log (dropping the last entry) is caught too
-    path2 = _copy_db(template, tmp_path / "l2.db")
-    _forge_chain(path2, lambda raw: raw.execute("DELETE FROM chain_entries WHERE seq = ?", (old_size,)))
-    with _store(path2) as store:
+    url2 = copy_of_template()
+    _forge_chain(url2, lambda conn: conn.execute(text("DELETE FROM chain_entries WHERE seq = :s"), {"s": old_size}))
+    with _store(url2) as store:
         assert store.verify_chain().ok
         result = store.verify_since_head(old_root, old_size)
         assert not result.ok and "fewer" in result.message
 
 
-def test_payload_edit_with_recomputed_hashes_is_caught_by_the_rows(template, tmp_path):
+def test_payload_edit_with_recomputed_hashes_is_caught_by_the_rows(copy_of_template):
     """Editing a record inside a payload (hashes recomputed) no longer matches the domain row."""
-    path = _copy_db(template, tmp_path / "l.db")
+    url = copy_of_template()
 
-    def rewrite(raw):
-        seq, payload = raw.execute("SELECT seq, payload FROM chain_entries WHERE kind = 'evidence'").fetchone()
+    def rewrite(conn):
+        seq, payload = conn.execute(text("SELECT seq, payload FROM chain_entries WHERE kind = 'evidence'")).one()
         body = json.loads(payload)
         body["records"]["evidence"][0]["correct"] = not body["records"]["evidence"][0]["correct"]
-        raw.execute("UPDATE chain_entries SET payload = ? WHERE seq = ?", (canonical_json(body), seq))
+        conn.execute(
+            text("UPDATE chain_entries SET payload = :p WHERE seq = :s"), {"p": canonical_json(body), "s": seq}
+        )
 
-    _forge_chain(path, rewrite)
-    with _store(path) as store:
+    _forge_chain(url, rewrite)
+    with _store(url) as store:
         messages = store.verify_chain().messages
     assert any(m.startswith("evidence row id=1: differs from chain entry") and "correct" in m for m in messages)

@@ -5,7 +5,7 @@ Before the rule lived in one place, four readers each had their own edge:
 * ``ledger/store/evidence.py``: loop = depth, else loop 0; NULL skipped; a depth-0 row read
   at loop 1 was never final; repeats of loop 0: the first.
 * ``ledger/report/html.py``: the same, but the latest of repeats.
-* ``ledger/run/runner.py`` ``_accuracy``: loop in (depth, 0) or a depth-0 row at loop 1, with
+* ``ledger/run/after_arms.py`` ``accuracy``: loop in (depth, 0) or a depth-0 row at loop 1, with
   NULL readings counted as wrong and a row with two such readings counted twice.
 * ``ledger/judge/gates.py`` ``retention_floor``: loop in (depth, 0), or ANY loop of a depth-0 row.
 * ``arms/runtime.py`` ``_time_sample`` puts the latency on loop = depth, else the deepest loop
@@ -29,7 +29,7 @@ from sqlalchemy import Boolean, Integer, create_engine, literal, select
 from ledger.judge.gates import retention_floor
 from ledger.report.data import scoped_readings, series_of
 from ledger.rows.builder import build_manifests
-from ledger.run.runner import Runner
+from ledger.run.after_arms import accuracy
 from ledger.spec.loader import load_protocol
 from ledger.store import open_store, upgrade
 from ledger.store.evidence import StoreEvidence
@@ -162,7 +162,7 @@ def test_runner_report_evidence_gates_and_the_view_give_the_same_final_rows(ledg
 
     counts = (sum(correct for _, correct in finals.values()), len(finals))
     runner = SimpleNamespace(store=store, manifest_sha=ledger.manifest_sha, protocol=ledger.protocol)
-    assert Runner._accuracy(runner, run_id, manifest, checkpoint)[0] == counts
+    assert accuracy(runner, run_id, manifest, checkpoint)[0] == counts
 
     assert StoreEvidence(store, (sha,)).outcomes(arm, manifest, None) == finals
 

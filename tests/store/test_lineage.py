@@ -1,4 +1,5 @@
-"""Lineage refusals are the store's own rule: failed or exploratory ancestry cannot be continued."""
+"""Lineage refusals are the store's own rule: failed or exploratory ancestry cannot be continued
+(on both backends: ``db_url`` is a SQLite file and a PostgreSQL database)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from ledger.store import LineageRefused, open_store
 
 
 @pytest.fixture()
-def store(tmp_path):
-    store = open_store(f"sqlite:///{tmp_path / 'ledger.db'}")
+def store(db_url):
+    store = open_store(db_url)
     yield store
     store.close()
 

@@ -171,7 +171,12 @@ class EvidenceReads(StoreBase):
         return self._records(stmt, SeenRow)
 
     def evidence_contents(self, protocol_sha256: str) -> list[EvidenceContent]:
-        """A protocol's readings without latency, in a fixed order (what reruns must reproduce)."""
+        """A protocol's readings without latency, in a fixed order (what reruns must reproduce).
+
+        Sorted here, not by SQL: a server's collation (PostgreSQL's locale) may order text
+        differently from SQLite's byte order; Python's code-point order is SQLite's, on every
+        backend. Ties keep recording order.
+        """
         e, u = table("evidence"), table("runs")
         stmt = (
             select(
@@ -186,9 +191,12 @@ class EvidenceReads(StoreBase):
             )
             .join(u, u.c.run_id == e.c.run_id)
             .where(u.c.protocol_sha256 == protocol_sha256)
-            .order_by(e.c.arm, e.c.manifest_sha256, e.c.row_id, e.c.loop, e.c.checkpoint_sha256)
+            .order_by(e.c.id)
         )
-        return self._records(stmt, EvidenceContent)
+        return sorted(
+            self._records(stmt, EvidenceContent),
+            key=lambda c: (c.arm, c.manifest_sha256, c.row_id, c.loop, c.checkpoint_sha256),
+        )
 
     def external_counts(self) -> list[ExternalCounts]:
         """Every imported per-depth summary, in chain order."""

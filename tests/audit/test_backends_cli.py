@@ -1,0 +1,178 @@
+"""The `ledger` commands on PostgreSQL give what they give on SQLite.
+
+One session of commands (db upgrade, register, verify --record, verify, head, query,
+deviate, verify --since-head, a refused write, a tamper) runs against a SQLite file and
+against a fresh PostgreSQL database; every exit code and every line of output must be the
+same, but for what differs by construction: the head's Merkle root (the chain entries hold
+their timestamps), the URL and the session's folder. Then the external audit (`verify
+--import` of the released rows) on PostgreSQL, with the figures the SQLite test pins.
+
+The protocol and claims are test_verify.py's tiny ones.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from pathlib import Path
+
+from databases import behind_the_stores_back, fresh_database
+from sqlalchemy import text
+
+from ledger.cli.main import main
+from ledger.rows.builder import build_manifests
+from ledger.spec.loader import load_protocol
+from ledger.store import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT.parent / "shared" / "reference" / "recurrent-qwen-svgd"
+
+PROTOCOL = """\
+name: tiny-verify
+version: 1
+description: A small protocol whose evidence the test writes by hand.
+seed: 7
+bases:
+  tiny: {source: ./weights/tiny, dtype: float32, num_layers: 4}
+manifests:
+  - {id: train, role: train, generator: rule_chasing, alphabet: N16, depths: [1, 2], rows_per_depth: 4, seed: 7, split: train}
+  - {id: eval, role: eval, generator: rule_chasing, alphabet: N16, depths: [1, 3], rows_per_depth: 8, seed: 7, split: test}
+arms:
+  - id: A
+    kind: recurrent
+    base: tiny
+    surgery: {split: [1, 3]}
+    bridge: {kind: split}
+    budget: {kind: full_block}
+    evaluation: {manifests: [eval]}
+  - id: B
+    kind: dense
+    base: tiny
+    evaluation: {manifests: [eval]}
+claims: [claims.yaml]
+"""
+
+CLAIMS = """\
+protocol: tiny-verify
+correction: holm
+claims:
+  - {id: A_beats_B, statement: A beats B., statistic: paired_exact, arms: [A, B], manifest: eval, direction: greater, alpha: 0.05}
+  - {id: A_accurate, statement: A is accurate., statistic: accuracy, arm: A, manifest: eval, threshold: 0.9}
+  - {id: B_deep, statement: B holds at depth 3 (it does not)., statistic: accuracy, arm: B, manifest: eval, rows: {depths: [3, 3]}, threshold: 0.9, direction: at_most}
+"""
+
+QUERIES = [
+    "SELECT arm, COUNT(*) AS n FROM evidence GROUP BY arm ORDER BY arm",
+    "SELECT arm, depth, loop, n, correct, accuracy FROM v_accuracy_by_arm_depth ORDER BY arm, depth, loop",
+    "SELECT claim_id, first_outcome, latest_outcome, n_evaluations FROM v_claim_status ORDER BY claim_id",
+    "SELECT row_id, depth, loop, correct FROM v_final_readings WHERE arm = 'B' ORDER BY row_id",
+    "SELECT checkpoint_sha256, generation, ancestor_sha256 FROM v_lineage ORDER BY checkpoint_sha256, generation",
+]
+
+
+def _evidence(folder: Path, db: str) -> None:
+    """Readings for arms A (always right) and B (right at depth 1 only), as test_verify's fixture writes them."""
+    protocol = load_protocol(folder / "protocol.yaml")
+    manifest = build_manifests(protocol)["eval"]
+    with open_store(db) as store:
+        for arm in ("A", "B"):
+            path = folder / f"{arm}.safetensors"
+            path.write_bytes(f"weights of {arm}".encode() * 64)
+            run_id = store.add_run(run_id=f"eval-{arm}", protocol_sha256=protocol.sha256, arm=arm)
+            checkpoint = store.add_checkpoint(path=str(path), arm=arm, status="promoted", run_id=run_id)
+            store.add_evidence(
+                [
+                    {
+                        "run_id": run_id,
+                        "manifest_sha256": manifest.sha256,
+                        "row_id": row.row_id,
+                        "arm": arm,
+                        "checkpoint_sha256": checkpoint,
+                        "loop": row.depth if arm == "A" else 0,
+                        "prediction": row.answer,
+                        "correct": arm == "A" or row.depth == 1,
+                    }
+                    for row in manifest.rows
+                ]
+            )
+
+
+def _session(folder: Path, db: str, capsys, monkeypatch) -> list[tuple[str, int, str]]:
+    """(command, exit code, output) of one session against ``db``, run in ``folder``."""
+    folder.mkdir()
+    monkeypatch.chdir(folder)
+    (folder / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
+    (folder / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
+    seen: list[tuple[str, int, str]] = []
+    roots: set[str] = set()
+
+    def ledger(*args: str) -> str:
+        capsys.readouterr()
+        code = main([*args, "--db", db])
+        out, err = capsys.readouterr()
+        output = out + err
+        roots.update(re.findall(r"\b[0-9a-f]{64}(?=:\d+\b)", output))  # Merkle heads: ROOT:SIZE
+        roots.update(re.findall(r'"root": "([0-9a-f]{64})"', output))  # and in --json
+        for root in roots:
+            output = output.replace(root, "<root>")
+        output = output.replace(db, "<db>").replace(str(folder), "<dir>")
+        seen.append((" ".join(args), code, output))
+        return out
+
+    ledger("db", "upgrade")
+    ledger("register", "protocol.yaml")
+    _evidence(folder, db)
+    ledger("verify", "claims.yaml", "--record", "--json")
+    ledger("verify", "claims.yaml")
+    head = ledger("head").strip()
+    for sql in QUERIES:
+        ledger("query", sql, "--format", "json")
+    ledger("query", "DELETE FROM evidence")  # refused: exit 3
+    (folder / "protocol.yaml").write_text(PROTOCOL.replace("split: [1, 3]", "split: [1, 2]"), encoding="utf-8")
+    ledger("deviate", "protocol.yaml", "--reason", "block too deep", "--timing", "after_data")
+    ledger("verify", "claims.yaml", "--json", "--since-head", head)
+    with behind_the_stores_back(db) as conn:  # a tamperer flips the latest reading
+        conn.execute(text("UPDATE evidence SET correct = NOT correct WHERE id = (SELECT MAX(id) FROM evidence)"))
+    ledger("verify", "claims.yaml", "--json")
+    return seen
+
+
+def test_a_session_of_commands_is_the_same_on_postgresql_as_on_sqlite(tmp_path, capsys, monkeypatch):
+    sessions = {}
+    for backend in ("sqlite", "postgresql"):
+        with fresh_database(backend, tmp_path) as db:
+            sessions[backend] = _session(tmp_path / backend, db, capsys, monkeypatch)
+    sqlite, postgresql = sessions["sqlite"], sessions["postgresql"]
+    assert [code for _, code, _ in sqlite] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 4], sqlite
+    for (command, code, output), (_, pg_code, pg_output) in zip(sqlite, postgresql, strict=True):
+        diff = "\n".join(difflib.unified_diff(output.splitlines(), pg_output.splitlines(), "sqlite", "postgresql"))
+        assert (pg_code, pg_output) == (code, output), f"`ledger {command}`:\n{diff}"
+    # and the outputs say what they should
+    first, _ = json.loads(sqlite[2][2]), json.loads(sqlite[-1][2])
+    assert {claim["outcome"] for claim in first["claims"]} == {"supported"}
+    tampered = json.loads(sqlite[-1][2])
+    assert any("evidence" in problem for problem in tampered["chain_problems"])
+    assert {claim["integrity"] for claim in tampered["claims"]} == {"tampered"}
+    assert "consistent" in json.loads(sqlite[-2][2])["since_head"]
+
+
+def test_the_external_audit_on_postgresql(tmp_path, capsys, monkeypatch):
+    """`verify --import` of the released rows into an empty PostgreSQL database: the figures of the SQLite test."""
+    assert REFERENCE.is_dir(), f"the released reference data is missing: expected it at {REFERENCE}"
+    monkeypatch.chdir(ROOT)
+    with fresh_database("postgresql", tmp_path) as db:
+        capsys.readouterr()
+        code = main(["verify", "claims/external/", "--import", "--db", db, "--json"])
+        report = json.loads(capsys.readouterr().out)
+        assert code == 0, [claim for claim in report["claims"] if not claim["ok"]]
+        claims = {claim["claim_id"]: claim for claim in report["claims"]}
+        a_vs_b = claims["phaseA_A_vs_B"]["figures"]
+        assert (a_vs_b["helped"], a_vs_b["hurt"], a_vs_b["ties"]) == (1048, 38, 706)
+        assert f"{a_vs_b['p_value']:.2e}" == "5.72e-257"
+        assert claims["phaseA_B_total"]["figures"]["correct"] == 496
+        assert round(claims["n24_support12_frontier"]["figures"]["frontier"], 2) == 17.93
+        assert main(["import", "releases/recurrent-qwen-svgd.yaml", "--db", db]) == 0  # imported once only
+        assert "already imported" in capsys.readouterr().out
+        assert main(["head", "--db", db]) == 0
+        assert capsys.readouterr().out.strip().endswith(f":{report['head']['size']}")
