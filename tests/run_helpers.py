@@ -24,7 +24,7 @@ def ledger_cli(*args: str, env: dict | None = None, timeout: int = 900) -> subpr
 
 
 def digest(db: Path) -> tuple[int, str]:
-    from ledger.run.runner import evidence_digest
+    from ledger.run.records import evidence_digest
     from ledger.spec.loader import load_protocol
     from ledger.store import open_store
 

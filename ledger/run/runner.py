@@ -25,18 +25,17 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ledger.canonical import canonical_json, sha256_hex
 from ledger.rows.manifest import Manifest
 from ledger.run.after_arms import accuracy, depth_gates, judge_claims, unfinished_arms
 from ledger.run.bases import RunRefused, check_bases_available, load_protocol_base, record_base
 from ledger.run.progress import Progress
 from ledger.run.reading import read_rows
+from ledger.run.results import ArmOutcome, RunResult
+from ledger.run.stage_gates import StageGates
 from ledger.spec.check import check_protocol_file
-from ledger.spec.gates import GATE_KINDS
 from ledger.spec.manifests import GENERATORS
 from ledger.spec.protocol import Protocol
 
@@ -46,36 +45,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("ledger.run")
 
 
-@dataclass
-class ArmOutcome:
-    arm: str
-    status: str  # complete | hard_stop | skipped
-    checkpoints: list[str] = field(default_factory=list)
-    gates: list[dict] = field(default_factory=list)
-    accuracy: dict[str, tuple[int, int]] = field(default_factory=dict)  # manifest -> (correct, n) at final loop
-    tail: dict[str, tuple[int, int]] = field(default_factory=dict)
-    note: str = ""
-
-
-@dataclass
-class RunResult:
-    protocol: Protocol
-    protocol_sha256: str
-    out_dir: Path
-    arms: list[ArmOutcome]
-    claims: list[Any] = field(default_factory=list)
-    claims_waiting_for: list[str] = field(default_factory=list)  # arms not finished in this ledger yet
-    report: Path | None = None
-
-    @property
-    def hard_stopped(self) -> bool:
-        return any(arm.status == "hard_stop" for arm in self.arms)
-
-
 # ----------------------------------------------------------------------------- the run
 
 
-class Runner:
+class Runner(StageGates):
     def __init__(
         self,
         protocol_path: str | Path,
@@ -216,23 +189,6 @@ class Runner:
             self.bases[name] = (model, tokenizer, record_base(self.store, self.objects, name, spec, model, files))
         return self.bases[name]
 
-    def device_info(self, arm: str | None = None) -> dict:
-        """Device, its name and dtype of an arm's base (the first base for the run's references)."""
-        from arms.device import describe
-
-        base = self.protocol.arm(arm).base if arm in {a.id for a in self.protocol.arms} else next(iter(self.bases))
-        return describe(self.device, self.protocol.bases[base].dtype)
-
-    def artifact(self, recorded) -> Path:
-        """The file of a recorded checkpoint, wherever the artifact roots hold it now."""
-        found = self.objects.locate(recorded.path if hasattr(recorded, "path") else recorded["path"], _sha(recorded))
-        if found is None:
-            raise RunRefused(
-                f"checkpoint {_sha(recorded)[:12]} is recorded but its file is in none of {self.objects.search}: "
-                "pass --artifacts DIR"
-            )
-        return found
-
     def _reader_for_all(self):
         """One reader for the whole protocol: every symbol any manifest can ask for."""
         from ledger.reader.shared import Reader
@@ -247,65 +203,6 @@ class Runner:
             readers.append(Reader(symbols, tokenizer=tokenizer, chat_template=spec.chat_template))
         self.readers = dict(zip(sorted(names), readers))
         return readers[0]
-
-    def _base_reference(self, base_name: str, manifest_id: str) -> str:
-        """The base read on a guardrail manifest at loop 1 (evidence arm ``base:NAME``)."""
-        from arms.runtime import base_choice_readings
-
-        model, tokenizer, base_sha = self._base(base_name)
-        arm = f"base:{base_name}"
-        run_id = self._ensure_run(arm, kind="reference")
-        if not self._has_evidence(run_id, manifest_id, base_sha):
-            readings = base_choice_readings(
-                model, tokenizer, self.readers[base_name], list(self.manifests[manifest_id].rows)
-            )
-            self._write_evidence(run_id, arm, manifest_id, base_sha, readings)
-        return arm
-
-    # -- runs and evidence
-
-    def run_id_of(self, arm: str) -> str:
-        return f"{self.sha[:12]}:{arm}"
-
-    def _ensure_run(self, arm: str, kind: str) -> str:
-        from ledger.run.environment import environment_record
-
-        run_id = self.run_id_of(arm)
-        if self.store.get("runs", run_id=run_id) is None:
-            self.store.add_run(
-                run_id=run_id,
-                kind=kind,
-                protocol_sha256=self.sha,
-                arm=arm,
-                config={"protocol": self.protocol.name, "out": str(self.out_dir)},
-                environment=environment_record(self.protocol_dir, self.device_info(arm)),
-                rng={"protocol_seed": self.protocol.seed, "derivation": "sha256 of (seed, arm, stage, step)"},
-            )
-        return run_id
-
-    def _has_evidence(self, run_id: str, manifest_id: str, checkpoint: str) -> bool:
-        return self.store.has_evidence(run_id, self.manifest_sha[manifest_id], checkpoint)
-
-    def _write_evidence(self, run_id, arm, manifest_id, checkpoint, readings) -> None:
-        self.store.add_evidence(
-            [
-                {
-                    "run_id": run_id,
-                    "manifest_sha256": self.manifest_sha[manifest_id],
-                    "row_id": r.row_id,
-                    "arm": arm,
-                    "checkpoint_sha256": checkpoint,
-                    "loop": r.loop,
-                    "prediction": r.prediction,
-                    "correct": r.correct,
-                    "score_margin": r.margin,
-                    "latency_ms": r.latency_ms,
-                    "tokens_generated": r.tokens_generated,
-                    "detail": {"text": r.text} if r.text is not None else None,
-                }
-                for r in readings
-            ]
-        )
 
     # -- one arm
 
@@ -470,42 +367,6 @@ class Runner:
 
     # -- gates
 
-    def _stage_gates(self, runtime, arm, stage) -> list[dict]:
-        results = []
-        for gate_id in stage.gates:
-            gate = next(g for g in self.protocol.gates if g.id == gate_id)
-            rows = list(self.manifests[gate.manifest].rows)
-            readings = self._evaluate(runtime, arm, gate.manifest, rows)
-            results.append(dict(self._judge(gate, arm, rows, readings), readings=(gate.manifest, readings)))
-        return results
-
-    def _judge(self, gate, arm, rows, readings) -> dict:
-        from ledger.judge.gates import GateInputs
-
-        def base_correct() -> dict[str, bool]:
-            reference = self._base_reference(arm.base, gate.manifest)
-            base_rows = self.store.readings(self.manifest_sha[gate.manifest], arm=reference, loop=1)
-            return {r.row_id: bool(r.correct) for r in base_rows}
-
-        verdict = GATE_KINDS.implementation(gate.kind)(gate, GateInputs(rows, readings, base_correct))
-        return {"gate": gate.id, "action": gate.action, **verdict}
-
-    def _write_gate_evidence(self, runtime, arm, stage, checkpoint, run_id, computed=None) -> None:
-        """The readings each gate was decided on, as evidence of that checkpoint (once per manifest)."""
-        done = set()
-        for gate_id in stage.gates:
-            gate = next(g for g in self.protocol.gates if g.id == gate_id)
-            if gate.manifest in done or self._has_evidence(run_id, gate.manifest, checkpoint):
-                continue
-            readings = None
-            for result in computed or []:
-                if result["gate"] == gate_id:
-                    readings = result["readings"][1]
-            if readings is None:  # resumed: re-read from the recorded checkpoint (deterministic)
-                readings = self._evaluate(runtime, arm, gate.manifest, list(self.manifests[gate.manifest].rows))
-            self._write_evidence(run_id, arm.id, gate.manifest, checkpoint, readings)
-            done.add(gate.manifest)
-
     def _report(self) -> Path | None:
         try:
             from ledger.report.html import report_for_protocol_name
@@ -529,10 +390,6 @@ def _check_shardable(protocol: Protocol, arm_ids: list[str], ranks: int) -> None
                 )
 
 
-def _sha(recorded) -> str:
-    return recorded.sha256 if hasattr(recorded, "sha256") else recorded["sha256"]
-
-
 def _failed_gates(store, sha: str) -> str:
     failed = {gate.gate for gate in store.gate_results([sha]) if not gate.passed}
     return ", ".join(sorted(failed)) or "status failed"
@@ -545,9 +402,3 @@ def _parse_fault(value: str | None):
     if kind != "tier1_regression" or not arm:
         raise ValueError(f"LEDGER_FAULT_INJECTION={value!r}: expected tier1_regression:ARM")
     return kind, arm
-
-
-def evidence_digest(store, protocol_sha256: str) -> tuple[int, str]:
-    """(rows, SHA-256) over the deterministic content of a protocol's evidence (latency excluded)."""
-    rows = [asdict(content) for content in store.evidence_contents(protocol_sha256)]
-    return len(rows), sha256_hex(canonical_json([[r[k] for k in sorted(r)] for r in rows]))

@@ -1,0 +1,118 @@
+"""What a run writes about itself: its runs, its evidence, the base's reference readings,
+where its checkpoint files are and what device they were computed on.
+
+A mixin of ``Runner`` (``ledger/run/runner.py``): these methods read the runner's protocol,
+store, artifact store and device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ledger.canonical import canonical_json, sha256_hex
+from ledger.run.bases import RunRefused
+
+
+class RunRecords:
+    # set by Runner
+    protocol: Any
+    store: Any
+    objects: Any
+    device: Any
+    bases: dict
+    readers: dict
+    manifests: dict
+    manifest_sha: dict
+    sha: str
+    out_dir: Path
+    protocol_dir: Path
+    _base: Callable[[str], tuple]  # Runner's: (model, tokenizer, base sha)
+
+    def device_info(self, arm: str | None = None) -> dict:
+        """Device, its name and dtype of an arm's base (the first base for the run's references)."""
+        from arms.device import describe
+
+        base = self.protocol.arm(arm).base if arm in {a.id for a in self.protocol.arms} else next(iter(self.bases))
+        return describe(self.device, self.protocol.bases[base].dtype)
+
+    def artifact(self, recorded) -> Path:
+        """The file of a recorded checkpoint, wherever the artifact roots hold it now."""
+        found = self.objects.locate(recorded.path if hasattr(recorded, "path") else recorded["path"], _sha(recorded))
+        if found is None:
+            raise RunRefused(
+                f"checkpoint {_sha(recorded)[:12]} is recorded but its file is in none of {self.objects.search}: "
+                "pass --artifacts DIR"
+            )
+        return found
+
+    def _base_reference(self, base_name: str, manifest_id: str) -> str:
+        """The base read on a guardrail manifest at loop 1 (evidence arm ``base:NAME``)."""
+        from arms.runtime import base_choice_readings
+
+        model, tokenizer, base_sha = self._base(base_name)
+        arm = f"base:{base_name}"
+        run_id = self._ensure_run(arm, kind="reference")
+        if not self._has_evidence(run_id, manifest_id, base_sha):
+            readings = base_choice_readings(
+                model, tokenizer, self.readers[base_name], list(self.manifests[manifest_id].rows)
+            )
+            self._write_evidence(run_id, arm, manifest_id, base_sha, readings)
+        return arm
+
+    # -- runs and evidence
+
+    def run_id_of(self, arm: str) -> str:
+        return f"{self.sha[:12]}:{arm}"
+
+    def _ensure_run(self, arm: str, kind: str) -> str:
+        from ledger.run.environment import environment_record
+
+        run_id = self.run_id_of(arm)
+        if self.store.get("runs", run_id=run_id) is None:
+            self.store.add_run(
+                run_id=run_id,
+                kind=kind,
+                protocol_sha256=self.sha,
+                arm=arm,
+                config={"protocol": self.protocol.name, "out": str(self.out_dir)},
+                environment=environment_record(self.protocol_dir, self.device_info(arm)),
+                rng={"protocol_seed": self.protocol.seed, "derivation": "sha256 of (seed, arm, stage, step)"},
+            )
+        return run_id
+
+    def _has_evidence(self, run_id: str, manifest_id: str, checkpoint: str) -> bool:
+        return self.store.has_evidence(run_id, self.manifest_sha[manifest_id], checkpoint)
+
+    def _write_evidence(self, run_id, arm, manifest_id, checkpoint, readings) -> None:
+        self.store.add_evidence(
+            [
+                {
+                    "run_id": run_id,
+                    "manifest_sha256": self.manifest_sha[manifest_id],
+                    "row_id": r.row_id,
+                    "arm": arm,
+                    "checkpoint_sha256": checkpoint,
+                    "loop": r.loop,
+                    "prediction": r.prediction,
+                    "correct": r.correct,
+                    "score_margin": r.margin,
+                    "latency_ms": r.latency_ms,
+                    "tokens_generated": r.tokens_generated,
+                    "detail": {"text": r.text} if r.text is not None else None,
+                }
+                for r in readings
+            ]
+        )
+
+
+def _sha(recorded) -> str:
+    return recorded.sha256 if hasattr(recorded, "sha256") else recorded["sha256"]
+
+
+def evidence_digest(store, protocol_sha256: str) -> tuple[int, str]:
+    """(rows, SHA-256) over the deterministic content of a protocol's evidence (latency excluded)."""
+    rows = [asdict(content) for content in store.evidence_contents(protocol_sha256)]
+    return len(rows), sha256_hex(canonical_json([[r[k] for k in sorted(r)] for r in rows]))

@@ -1,0 +1,35 @@
+"""What ``ledger run`` returns: per arm its outcome, for the run its claims and report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.spec.protocol import Protocol
+
+
+@dataclass
+class ArmOutcome:
+    arm: str
+    status: str  # complete | hard_stop | skipped
+    checkpoints: list[str] = field(default_factory=list)
+    gates: list[dict] = field(default_factory=list)
+    accuracy: dict[str, tuple[int, int]] = field(default_factory=dict)  # manifest -> (correct, n) at final loop
+    tail: dict[str, tuple[int, int]] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass
+class RunResult:
+    protocol: Protocol
+    protocol_sha256: str
+    out_dir: Path
+    arms: list[ArmOutcome]
+    claims: list[Any] = field(default_factory=list)
+    claims_waiting_for: list[str] = field(default_factory=list)  # arms not finished in this ledger yet
+    report: Path | None = None
+
+    @property
+    def hard_stopped(self) -> bool:
+        return any(arm.status == "hard_stop" for arm in self.arms)

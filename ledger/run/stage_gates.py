@@ -1,0 +1,53 @@
+"""The gates of a stage: read the gate manifests with the stage's model, judge each gate by
+its kind's rule, and record the readings each verdict rests on as evidence.
+
+A mixin of ``Runner`` (``ledger/run/runner.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ledger.run.records import RunRecords
+from ledger.spec.gates import GATE_KINDS
+
+
+class StageGates(RunRecords):
+    _evaluate: Callable[..., Any]  # Runner's
+
+    def _stage_gates(self, runtime, arm, stage) -> list[dict]:
+        results = []
+        for gate_id in stage.gates:
+            gate = next(g for g in self.protocol.gates if g.id == gate_id)
+            rows = list(self.manifests[gate.manifest].rows)
+            readings = self._evaluate(runtime, arm, gate.manifest, rows)
+            results.append(dict(self._judge(gate, arm, rows, readings), readings=(gate.manifest, readings)))
+        return results
+
+    def _judge(self, gate, arm, rows, readings) -> dict:
+        from ledger.judge.gates import GateInputs
+
+        def base_correct() -> dict[str, bool]:
+            reference = self._base_reference(arm.base, gate.manifest)
+            base_rows = self.store.readings(self.manifest_sha[gate.manifest], arm=reference, loop=1)
+            return {r.row_id: bool(r.correct) for r in base_rows}
+
+        verdict = GATE_KINDS.implementation(gate.kind)(gate, GateInputs(rows, readings, base_correct))
+        return {"gate": gate.id, "action": gate.action, **verdict}
+
+    def _write_gate_evidence(self, runtime, arm, stage, checkpoint, run_id, computed=None) -> None:
+        """The readings each gate was decided on, as evidence of that checkpoint (once per manifest)."""
+        done = set()
+        for gate_id in stage.gates:
+            gate = next(g for g in self.protocol.gates if g.id == gate_id)
+            if gate.manifest in done or self._has_evidence(run_id, gate.manifest, checkpoint):
+                continue
+            readings = None
+            for result in computed or []:
+                if result["gate"] == gate_id:
+                    readings = result["readings"][1]
+            if readings is None:  # resumed: re-read from the recorded checkpoint (deterministic)
+                readings = self._evaluate(runtime, arm, gate.manifest, list(self.manifests[gate.manifest].rows))
+            self._write_evidence(run_id, arm.id, gate.manifest, checkpoint, readings)
+            done.add(gate.manifest)
