@@ -31,12 +31,15 @@ class RunRecords:
     protocol_dir: Path
     _base: Callable[[str], tuple]  # Runner's: (model, tokenizer, base sha)
 
-    def device_info(self, arm: str | None = None) -> dict:
-        """Device, its name and dtype of an arm's base (the first base for the run's references)."""
+    def device_info(self, arm: str) -> dict:
+        """Device, its name and the dtype of an arm (``base:NAME``: of that base), computed once."""
         from arms.device import describe
 
-        base = self.protocol.arm(arm).base if arm in {a.id for a in self.protocol.arms} else next(iter(self.bases))
-        return describe(self.device, self.protocol.bases[base].dtype)
+        cache = self.__dict__.setdefault("_device_info", {})
+        if arm not in cache:
+            base = arm.removeprefix("base:") if arm.startswith("base:") else self.protocol.arm(arm).base
+            cache[arm] = describe(self.device, self.protocol.bases[base].dtype)
+        return cache[arm]
 
     def artifact(self, recorded) -> Path:
         """The file of a recorded checkpoint, wherever the artifact roots hold it now."""
@@ -87,6 +90,7 @@ class RunRecords:
         return self.store.has_evidence(run_id, self.manifest_sha[manifest_id], checkpoint)
 
     def _write_evidence(self, run_id, arm, manifest_id, checkpoint, readings) -> None:
+        device = self.device_info(arm)
         self.store.add_evidence(
             [
                 {
@@ -101,7 +105,8 @@ class RunRecords:
                     "score_margin": r.margin,
                     "latency_ms": r.latency_ms,
                     "tokens_generated": r.tokens_generated,
-                    "detail": {"text": r.text} if r.text is not None else None,
+                    # where each reading was computed (a resumed run may read on another device)
+                    "detail": {**device, "text": r.text} if r.text is not None else device,
                 }
                 for r in readings
             ]

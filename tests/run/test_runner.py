@@ -316,6 +316,9 @@ def test_runs_record_the_device_dtype_and_environment_and_the_report_shows_them(
     with open_store(f"sqlite:///{folder / 'ledger.db'}") as store:
         trained = [row for row in store.rows_of("checkpoints") if row["stage"] != "base"]
         runs = store.rows_of("runs")
+        details = [json.loads(row["detail_json"]) for row in store.rows_of("evidence")]
+    assert details and all(d["device"] == "cpu" and d["device_name"] and d["dtype"] == "float32" for d in details)
+    assert any("text" in d for d in details)  # the dense arms' generated text is kept beside it
     meta = json.loads(trained[0]["meta_json"])
     assert meta["device"] == "cpu" and meta["dtype"] == "float32" and meta["device_name"]
     environment = json.loads(runs[0]["environment_json"])
