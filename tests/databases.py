@@ -123,3 +123,13 @@ def behind_the_stores_back(url: str) -> Iterator[Connection]:
             yield conn
     finally:
         engine.dispose()
+
+
+def execute_sql(url: str, statement: str, params: dict | None = None) -> None:
+    """One statement on a plain connection of its own (not the store's)."""
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(statement), params or {})
+    finally:
+        engine.dispose()

@@ -19,48 +19,15 @@ from pathlib import Path
 
 from databases import behind_the_stores_back, fresh_database
 from sqlalchemy import text
+from test_verify import (  # the same hand-written ledger as the SQLite tests
+    CLAIMS,
+    PROTOCOL,
+    REFERENCE,
+    ROOT,
+    write_evidence,
+)
 
 from ledger.cli.main import main
-from ledger.rows.builder import build_manifests
-from ledger.spec.loader import load_protocol
-from ledger.store import open_store
-
-ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = ROOT.parent / "shared" / "reference" / "recurrent-qwen-svgd"
-
-PROTOCOL = """\
-name: tiny-verify
-version: 1
-description: A small protocol whose evidence the test writes by hand.
-seed: 7
-bases:
-  tiny: {source: ./weights/tiny, dtype: float32, num_layers: 4}
-manifests:
-  - {id: train, role: train, generator: rule_chasing, alphabet: N16, depths: [1, 2], rows_per_depth: 4, seed: 7, split: train}
-  - {id: eval, role: eval, generator: rule_chasing, alphabet: N16, depths: [1, 3], rows_per_depth: 8, seed: 7, split: test}
-arms:
-  - id: A
-    kind: recurrent
-    base: tiny
-    surgery: {split: [1, 3]}
-    bridge: {kind: split}
-    budget: {kind: full_block}
-    evaluation: {manifests: [eval]}
-  - id: B
-    kind: dense
-    base: tiny
-    evaluation: {manifests: [eval]}
-claims: [claims.yaml]
-"""
-
-CLAIMS = """\
-protocol: tiny-verify
-correction: holm
-claims:
-  - {id: A_beats_B, statement: A beats B., statistic: paired_exact, arms: [A, B], manifest: eval, direction: greater, alpha: 0.05}
-  - {id: A_accurate, statement: A is accurate., statistic: accuracy, arm: A, manifest: eval, threshold: 0.9}
-  - {id: B_deep, statement: B holds at depth 3 (it does not)., statistic: accuracy, arm: B, manifest: eval, rows: {depths: [3, 3]}, threshold: 0.9, direction: at_most}
-"""
 
 QUERIES = [
     "SELECT arm, COUNT(*) AS n FROM evidence GROUP BY arm ORDER BY arm",
@@ -72,30 +39,7 @@ QUERIES = [
 
 
 def _evidence(folder: Path, db: str) -> None:
-    """Readings for arms A (always right) and B (right at depth 1 only), as test_verify's fixture writes them."""
-    protocol = load_protocol(folder / "protocol.yaml")
-    manifest = build_manifests(protocol)["eval"]
-    with open_store(db) as store:
-        for arm in ("A", "B"):
-            path = folder / f"{arm}.safetensors"
-            path.write_bytes(f"weights of {arm}".encode() * 64)
-            run_id = store.add_run(run_id=f"eval-{arm}", protocol_sha256=protocol.sha256, arm=arm)
-            checkpoint = store.add_checkpoint(path=str(path), arm=arm, status="promoted", run_id=run_id)
-            store.add_evidence(
-                [
-                    {
-                        "run_id": run_id,
-                        "manifest_sha256": manifest.sha256,
-                        "row_id": row.row_id,
-                        "arm": arm,
-                        "checkpoint_sha256": checkpoint,
-                        "loop": row.depth if arm == "A" else 0,
-                        "prediction": row.answer,
-                        "correct": arm == "A" or row.depth == 1,
-                    }
-                    for row in manifest.rows
-                ]
-            )
+    write_evidence(folder, db)
 
 
 def _session(folder: Path, db: str, capsys, monkeypatch) -> list[tuple[str, int, str]]:

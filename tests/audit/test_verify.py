@@ -59,20 +59,15 @@ def run(*argv: str) -> int:
     return main(list(argv))
 
 
-@pytest.fixture()
-def project(tmp_path, monkeypatch):
-    """A registered protocol with evidence for arms A (always right) and B (right at depth 1 only)."""
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
-    (tmp_path / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
-    db = f"sqlite:///{tmp_path / 'ledger.db'}"
-    assert run("register", "protocol.yaml", "--db", db) == 0
-    protocol = load_protocol(tmp_path / "protocol.yaml")
+def write_evidence(folder: Path, db: str) -> dict[str, Path]:
+    """Readings for arms A (always right) and B (right at depth 1 only) of the registered PROTOCOL in
+    ``folder``, each on a checkpoint file of its own; returns the files by arm."""
+    protocol = load_protocol(folder / "protocol.yaml")
     manifest = build_manifests(protocol)["eval"]
     checkpoint_files = {}
     with open_store(db) as store:
         for arm in ("A", "B"):
-            path = tmp_path / f"{arm}.safetensors"
+            path = folder / f"{arm}.safetensors"
             path.write_bytes(f"weights of {arm}".encode() * 64)
             checkpoint_files[arm] = path
             run_id = store.add_run(run_id=f"eval-{arm}", protocol_sha256=protocol.sha256, arm=arm)
@@ -92,7 +87,18 @@ def project(tmp_path, monkeypatch):
                     for row in manifest.rows
                 ]
             )
-    return tmp_path, db, checkpoint_files
+    return checkpoint_files
+
+
+@pytest.fixture()
+def project(tmp_path, monkeypatch):
+    """A registered protocol with evidence for arms A (always right) and B (right at depth 1 only)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
+    (tmp_path / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    assert run("register", "protocol.yaml", "--db", db) == 0
+    return tmp_path, db, write_evidence(tmp_path, db)
 
 
 def verify_json(db: str, *args: str, capsys) -> tuple[int, dict]:

@@ -8,14 +8,13 @@ checks that the report draws the per-depth curves of all five arms.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 import yaml
+from run_helpers import ledger_cli as run_ledger
 
 from ledger.store import open_store
 
@@ -25,14 +24,7 @@ pytestmark = pytest.mark.models
 
 
 def ledger_cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ledger", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        env=dict(os.environ),
-    )
+    return run_ledger(*args, timeout=timeout)
 
 
 class _Images(HTMLParser):

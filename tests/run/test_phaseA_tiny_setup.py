@@ -8,13 +8,12 @@ two pytest-xdist workers of the README's test command run them side by side.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from run_helpers import ledger_cli as run_ledger
 
 from ledger.spec.loader import load_protocol
 
@@ -27,14 +26,7 @@ pytestmark = pytest.mark.models
 
 
 def ledger_cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "ledger", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-        env=dict(os.environ),
-    )
+    return run_ledger(*args, timeout=timeout)
 
 
 SHIPPED = [(protocol, name) for protocol in (TINY, LONG, LONG_TUNING) for name in load_protocol(protocol).bases]

@@ -7,20 +7,12 @@ import shutil
 import textwrap
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.pool import NullPool
+from databases import execute_sql
 
 from ledger.store import SchemaVersionMismatch, head_revision, open_store, upgrade
 from ledger.store import engine as engine_module
 
-
-def _execute(url: str, statement: str, params: dict | None = None) -> None:
-    engine = create_engine(url, poolclass=NullPool)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(statement), params or {})
-    finally:
-        engine.dispose()
+_execute = execute_sql
 
 
 def test_database_stamped_at_unknown_revision_is_refused(db_url):

@@ -15,6 +15,7 @@ import sqlite3
 import pytest
 import sqlalchemy
 import sqlalchemy.exc
+from databases import execute_sql
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 from store_helpers import example_manifest
@@ -31,15 +32,7 @@ from ledger.store import (
     views_as_dataframes,
 )
 
-
-def _execute(url: str, statement: str, params: dict | None = None) -> None:
-    """One statement on a plain connection of its own (not the store's)."""
-    engine = create_engine(url, poolclass=NullPool)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(statement), params or {})
-    finally:
-        engine.dispose()
+_execute = execute_sql
 
 
 # --------------------------------------------------------------------------- schema & engine
