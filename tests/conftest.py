@@ -39,14 +39,26 @@ def db_url(request, tmp_path):
         yield url
 
 
+# The longest files, longest first (measured with --durations): handed out first, they spread over
+# both workers instead of one of them ending the run alone.
+LONGEST_FIRST = (
+    "test_phaseA_tiny.py",  # the end-to-end miniature (`-m long`)
+    "test_runner.py",
+    "test_distributed.py",
+    "test_check_property.py",
+    "test_export.py",
+    "test_phaseA_tiny_setup.py",
+    "test_gpu_check.py",
+)
+
+
 def pytest_collection_modifyitems(items):
-    """Start the longest file first: the end-to-end miniature (~8 min) then runs on one
-    worker while the rest of the suite shares the other, instead of starting last."""
-    items.sort(key=lambda item: item.path.name != "test_phaseA_tiny.py")  # stable: the rest keep their order
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 def pytest_configure(config):
     # xdist's loadfile hands out the files with the most tests first by default, which put
-    # the two-test end-to-end file last; keep the order pytest_collection_modifyitems sets.
+    # the few-test long files last; keep the order pytest_collection_modifyitems sets.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False

@@ -20,7 +20,7 @@ from ledger.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "protocols" / "phaseA-tiny.yaml"
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.long]  # CI runs it: `pytest -m long`
 
 
 def ledger_cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
