@@ -20,6 +20,7 @@ checked in fp32 -- a bf16 forward differs from fp32 by rounding, not by a change
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 from pathlib import Path
@@ -81,6 +82,7 @@ def device_name(device: torch.device) -> str:
     return _cpu_name()
 
 
+@functools.cache  # read once per process: every evidence write asks
 def _cpu_name() -> str:
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():

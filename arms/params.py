@@ -13,32 +13,9 @@ from pathlib import Path
 
 import torch
 
-from arms.bases.loading import BaseModelNotFound, _how_to, qwen25_05b_config
+from arms.bases.loading import BaseModelNotFound, _how_to, qwen25_05b_config, qwen25_15b_config
 from arms.model.accounting import count_parameters, surgery_cost_ratio
 from ledger.spec.arms import ARM_KINDS, BUDGETS
-
-
-def qwen25_15b_config(**overrides):
-    """A Qwen2Config with the shape of Qwen2.5-1.5B-Instruct (no weights)."""
-    from transformers import Qwen2Config
-
-    shape = dict(
-        vocab_size=151936,
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        hidden_act="silu",
-        max_position_embeddings=32768,
-        rope_theta=1_000_000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        use_sliding_window=False,
-    )
-    shape.update(overrides)
-    return Qwen2Config(**shape)
-
 
 KNOWN_SHAPES = {
     "Qwen/Qwen2.5-0.5B-Instruct": qwen25_05b_config,

@@ -184,6 +184,13 @@ def qwen25_05b_config(**overrides):
     return Qwen2Config(**shape)
 
 
+def qwen25_15b_config(**overrides):
+    """A Qwen2Config with the shape of Qwen2.5-1.5B-Instruct (no weights): the 0.5B's family, wider and deeper."""
+    shape = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12)
+    shape.update(overrides)
+    return qwen25_05b_config(**shape)
+
+
 def tiny_qwen2_config(**overrides):
     """A few-layer Qwen2 of the same family (GQA, tied embeddings, same RoPE/eps) for fast tests."""
     shape = dict(

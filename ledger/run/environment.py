@@ -12,6 +12,8 @@ Nothing here fails a run: a value that cannot be read (no git, no CUDA) is recor
 
 from __future__ import annotations
 
+import copy
+import functools
 import platform
 import subprocess
 from importlib import metadata
@@ -53,6 +55,11 @@ def package_versions() -> dict[str, str | None]:
 def environment_record(project_folder: Path, device: dict[str, Any]) -> dict[str, Any]:
     """The environment of a run whose protocol lives in ``project_folder``, on ``device``
     (``arms.device.describe``: device, device_name, dtype)."""
+    return {**copy.deepcopy(_machine_and_code(project_folder)), **device}
+
+
+@functools.cache  # git and the package metadata are read once per process, not once per arm
+def _machine_and_code(project_folder: Path) -> dict[str, Any]:
     import torch
 
     project = git_state(project_folder)
@@ -68,7 +75,6 @@ def environment_record(project_folder: Path, device: dict[str, Any]) -> dict[str
         "cudnn": torch.backends.cudnn.version() if cuda else None,
         "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else [],
         "git": project,
-        **device,
     }
     if source is not None and (project is None or source["root"] != project["root"]):
         record["ledger_git"] = source

@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.run.bases import RunRefused
+
+if TYPE_CHECKING:
+    from ledger.store.reads import RecordedCheckpoint
 
 
 class RunRecords:
@@ -32,21 +35,18 @@ class RunRecords:
     _base: Callable[[str], tuple]  # Runner's: (model, tokenizer, base sha)
 
     def device_info(self, arm: str) -> dict:
-        """Device, its name and the dtype of an arm (``base:NAME``: of that base), computed once."""
+        """Device, its name and the dtype of an arm (``base:NAME``: of that base)."""
         from arms.device import describe
 
-        cache = self.__dict__.setdefault("_device_info", {})
-        if arm not in cache:
-            base = arm.removeprefix("base:") if arm.startswith("base:") else self.protocol.arm(arm).base
-            cache[arm] = describe(self.device, self.protocol.bases[base].dtype)
-        return cache[arm]
+        base = arm.removeprefix("base:") if arm.startswith("base:") else self.protocol.arm(arm).base
+        return describe(self.device, self.protocol.bases[base].dtype)
 
-    def artifact(self, recorded) -> Path:
+    def artifact(self, recorded: RecordedCheckpoint) -> Path:
         """The file of a recorded checkpoint, wherever the artifact roots hold it now."""
-        found = self.objects.locate(recorded.path if hasattr(recorded, "path") else recorded["path"], _sha(recorded))
+        found = self.objects.locate(recorded.path, recorded.sha256)
         if found is None:
             raise RunRefused(
-                f"checkpoint {_sha(recorded)[:12]} is recorded but its file is in none of {self.objects.search}: "
+                f"checkpoint {recorded.sha256[:12]} is recorded but its file is in none of {self.objects.search}: "
                 "pass --artifacts DIR"
             )
         return found
@@ -111,10 +111,6 @@ class RunRecords:
                 for r in readings
             ]
         )
-
-
-def _sha(recorded) -> str:
-    return recorded.sha256 if hasattr(recorded, "sha256") else recorded["sha256"]
 
 
 def evidence_digest(store, protocol_sha256: str) -> tuple[int, str]:

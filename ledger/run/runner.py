@@ -93,8 +93,6 @@ class Runner(StageGates):
         check_bases_available(self.protocol, self.protocol_dir, self.arm_ids)
         resolve_device(self.device_choice)
         url = self.db or default_db_url()
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         with open_store(url) as store:
             register(store, self.protocol_path, self.checked)
         return url
@@ -127,8 +125,6 @@ class Runner(StageGates):
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._start_log()
         url = self.db or default_db_url()
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         self.store = open_store(url)
         self.objects = ArtifactStore(self.artifacts or default_artifact_root(url))
         try:
@@ -220,16 +216,16 @@ class Runner(StageGates):
         base_model, tokenizer, base_sha = self._base(arm.base)
         parent, start_from = base_sha, None
         if arm.init_checkpoint is not None:
-            start_from = self.store.get_checkpoint(arm.init_checkpoint)
+            start_from = self.store.checkpoint(arm.init_checkpoint)
             if start_from is None:
                 raise RunRefused(f"arm {arm.id}: checkpoint {arm.init_checkpoint} is not in this ledger")
         elif arm.init_from is not None:
             last = self.last_checkpoint(self.run_id_of(arm.init_from))
             if last is None:
                 raise RunRefused(f"arm {arm.id} continues from arm {arm.init_from}, which has no checkpoint yet")
-            start_from = self.store.get_checkpoint(last)
+            start_from = self.store.checkpoint(last)
         if start_from is not None:
-            parent = start_from["sha256"]
+            parent = start_from.sha256
         try:  # the store's own lineage rule, before anything of this arm is written
             self.store.check_continuation(parent, child_status=self._status_ok)
         except LineageRefused as exc:
