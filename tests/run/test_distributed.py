@@ -82,10 +82,10 @@ def test_two_cpu_ranks_train_one_arm_record_it_once_and_follow_the_single_proces
 def test_parallel_processes_write_one_ledger_judge_the_claims_once_and_reproduce_one_process_byte_for_byte(
     reference, tmp_path
 ) -> None:
-    """`--parallel 2`: the arms in two processes into one ledger. The process that finishes first
-    judges no claim (the other's arms have not finished); every claim is judged once; and the
-    evidence is the reference run's byte for byte (the same protocol and seed give the same
-    readings, in other processes and another order)."""
+    """`--parallel 2`: the arms in two processes into one ledger. Every claim is judged (by whichever
+    process finds every arm finished, or the parent's closing pass), and the evidence is the
+    reference run's byte for byte (the same protocol and seed give the same readings, in other
+    processes and another order)."""
     from ledger.run.parallel import arm_groups
     from ledger.spec.loader import load_protocol
 
@@ -102,8 +102,6 @@ def test_parallel_processes_write_one_ledger_judge_the_claims_once_and_reproduce
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     assert ran.stdout.count("exit 0") == 2 and "preregistered claims" in ran.stdout
-    logs = [(tmp_path / "out" / f"parallel-{k}.log").read_text(encoding="utf-8") for k in range(2)]
-    assert any("claims not judged yet" in " ".join(log.split()) for log in logs)
     assert digest(db) == digest(folder / "ledger.db")
     claims = yaml.safe_load((ROOT / "claims" / "smoke.yaml").read_text(encoding="utf-8"))["claims"]
     with open_store(f"sqlite:///{db}") as store:
