@@ -15,6 +15,7 @@ import torch
 
 from arms.bases.loading import BaseModelNotFound, _how_to, qwen25_05b_config, qwen25_15b_config
 from arms.model.accounting import count_parameters, surgery_cost_ratio
+from arms.model.flops import fixed_depth_flops_per_token, recurrent_counts
 from ledger.spec.arms import ARM_KINDS, BUDGETS
 
 KNOWN_SHAPES = {
@@ -46,6 +47,23 @@ def meta_model(config):
         return AutoModelForCausalLM.from_config(config)
 
 
+@dataclass(frozen=True)
+class RetrofitCounts:
+    """What a recurrent arm keeps of its base, and its training FLOPs by design M's rule (``arms.model.flops``).
+
+    Every count is unique (the shared block once) and leaves the embeddings out (input table and lm_head).
+    """
+
+    non_embedding: int  # prelude + block + coda + final norm + bridge/adapter: the parts the retrofit runs
+    bridge: int  # the bridge (design S) or concat adapter (design M)
+    kept: int  # the base's own parameters the retrofit keeps: non_embedding - bridge (dropped layers excluded)
+    kept_share: float  # kept / the base's non-embedding parameters (the bridge is not the base's)
+    once: int  # prelude + coda + final norm: applied once per forward
+    per_iteration: int  # block + bridge: applied at every iteration
+    # (backprop depth s, {T: (6 N1 + 2 N2) per token at T iterations}); s None: every iteration has gradient (s = T)
+    training_flops: tuple[tuple[int | None, dict[int, float]], ...]
+
+
 @dataclass
 class ArmParams:
     arm: str
@@ -56,10 +74,46 @@ class ArmParams:
     trainable: int
     detail: str
     cost_by_loops: dict[int, float]
+    base_flops_per_token: float = 0.0  # 6 N of the fixed-depth base (N without embeddings)
+    retrofit: RetrofitCounts | None = None  # recurrent arms only
+
+
+def backprop_depths(arm) -> tuple[int | None, ...]:
+    """The backprop depths an arm trains with, one per distinct stage recurrence, in stage order.
+
+    A ``poisson_lognormal`` stage has its ``backprop_depth`` s; a forced (or unset) recurrence keeps gradient at
+    every iteration, written None (s = T). An arm without stages: (None,).
+    """
+    depths: list[int | None] = []
+    for stage in arm.stages:
+        recurrence = stage.recurrence
+        s = recurrence.backprop_depth if getattr(recurrence, "kind", None) == "poisson_lognormal" else None
+        if s not in depths:
+            depths.append(s)
+    return tuple(depths) or (None,)
+
+
+def retrofit_counts(
+    base_non_embedding: int, recurrent, loops=(1, 4, 8, 12), depths: tuple[int | None, ...] = (None,)
+) -> RetrofitCounts:
+    """The counts of a built ``RecurrentLM`` (on the meta device is enough) at ``loops`` and backprop ``depths``."""
+    counts = recurrent_counts(recurrent.surgery, recurrent.bridge)
+    bridge = count_parameters(recurrent.bridge, exclude_embeddings=True) if recurrent.bridge is not None else 0
+    total = counts.once + counts.per_iteration
+    flops = tuple((s, {t: counts.flops_per_token(t, t if s is None else s) for t in loops}) for s in depths)
+    return RetrofitCounts(
+        non_embedding=total,
+        bridge=bridge,
+        kept=total - bridge,
+        kept_share=(total - bridge) / base_non_embedding,
+        once=counts.once,
+        per_iteration=counts.per_iteration,
+        training_flops=flops,
+    )
 
 
 def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[ArmParams]:
-    """Trainable-parameter budgets and inference cost of every arm of a protocol.
+    """Trainable-parameter budgets, inference cost and (recurrent arms) training FLOPs of every arm of a protocol.
 
     A base `source` written relative to the protocol file ("../bases/...") resolves
     against `protocol_dir` (the file's folder), as `ledger run` resolves it.
@@ -77,13 +131,19 @@ def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[Ar
         model = models[arm.base]
         unique = count_parameters(model)
         non_embedding = count_parameters(model, exclude_embeddings=True)
+        six_n = fixed_depth_flops_per_token(model)
         if not ARM_KINDS[arm.kind].every_loop:  # a dense arm fine-tunes every tensor
-            results.append(ArmParams(arm.id, arm.kind, arm.base, unique, non_embedding, unique, "full fine-tune", {}))
+            results.append(
+                ArmParams(arm.id, arm.kind, arm.base, unique, non_embedding, unique, "full fine-tune", {}, six_n)
+            )
             continue
         with torch.device("meta"):
             recurrent = RecurrentLM.from_spec(model, arm)
         cost = {t: surgery_cost_ratio(recurrent.surgery, t) for t in loops}
         count = BUDGETS.resolve(arm.budget.kind, "counter")
         trainable, detail = count(recurrent.surgery, recurrent.bridge, arm.budget)
-        results.append(ArmParams(arm.id, arm.kind, arm.base, unique, non_embedding, trainable, detail, cost))
+        retrofit = retrofit_counts(non_embedding, recurrent, loops, backprop_depths(arm))
+        results.append(
+            ArmParams(arm.id, arm.kind, arm.base, unique, non_embedding, trainable, detail, cost, six_n, retrofit)
+        )
     return results

@@ -44,15 +44,29 @@ class Reading:
     latency_ms: float | None = None
     tokens_generated: int | None = None
     text: str | None = None
+    detail: dict | None = None  # what else the reading measured (a text row's nats and tokens)
 
 
 def derived_seed(*parts: Any) -> int:
     return int(sha256_hex(canonical_json(list(parts)))[:16], 16) % (2**63)
 
 
-def draw_batch(rows: Sequence[Any], batch_size: int, *seed_parts: Any) -> list[Any]:
-    """The rows of one training step: a seeded draw without replacement (by step, not by position)."""
+@dataclass(frozen=True)
+class Mixture:
+    """A stage's data mixture: pools of rows and their weights (each example's pool is drawn by weight)."""
+
+    pools: tuple[Sequence[Any], ...]
+    weights: tuple[float, ...]
+
+
+def draw_batch(rows: Sequence[Any] | Mixture, batch_size: int, *seed_parts: Any) -> list[Any]:
+    """The rows of one training step: a seeded draw without replacement (by step, not by position); from a
+    mixture, each example's pool by weight, then a row of that pool, all seeded by the step."""
     generator = torch.Generator().manual_seed(derived_seed(*seed_parts))
+    if isinstance(rows, Mixture):
+        weights = torch.tensor(rows.weights, dtype=torch.float64)
+        pools = torch.multinomial(weights, batch_size, replacement=True, generator=generator)
+        return [rows.pools[p][int(torch.randint(len(rows.pools[p]), (1,), generator=generator))] for p in pools]
     picks = torch.randperm(len(rows), generator=generator)[: min(batch_size, len(rows))]
     return [rows[int(index)] for index in picks]
 
@@ -65,6 +79,15 @@ class ArmRuntime:
         self.tokenizer = tokenizer
         self.reader = reader
         self.device = model_device(model)  # inputs follow the model (the runner placed it)
+        self.step_records: dict[int, dict] = {}  # next-token steps: iterations, tokens, FLOPs (the last stage's)
+        self._flops_rule: Callable[[int, int], float] | None = None
+
+    def flops_per_token(self, loops: int, grad_loops: int) -> float:
+        if self._flops_rule is None:
+            from arms.runtime_language import flops_rule
+
+            self._flops_rule = flops_rule(self)
+        return self._flops_rule(loops, grad_loops)
 
     # -- parameters and state
 
@@ -106,6 +129,7 @@ class ArmRuntime:
         seed_parts: tuple,
         progress: ProgressFn | None = None,
         world: World = SINGLE,
+        checkpoint: Callable[[int], None] | None = None,
     ) -> float:
         from arms.train.optim import build_optimizer
 
@@ -120,6 +144,7 @@ class ArmRuntime:
             group_lr_multipliers=dict(stage.optimizer.group_lrs) or None,
         )
         self.model.train()
+        self.step_records = {}
         loss_value = math.nan
         schedule = stage.optimizer.schedule
         for step in range(stage.steps):
@@ -134,8 +159,17 @@ class ArmRuntime:
                 where=f"stage {stage.id}, step {step}: ",
                 world=world,
             ).loss
+            if step in self.step_records and world.parallel:  # every rank's tokens, not only this one's
+                record = self.step_records[step]
+                scale = world.mean(record["tokens"]) * world.size / max(record["tokens"], 1)
+                record["tokens"], record["flops"] = round(record["tokens"] * scale), record["flops"] * scale
             if progress is not None:
                 progress(step, loss_value)
+            if checkpoint is not None and stage.checkpoint_every and (step + 1) % stage.checkpoint_every == 0:
+                if step + 1 < stage.steps:  # the stage's last step is the stage's own checkpoint
+                    self.model.eval()
+                    checkpoint(step + 1)
+                    self.model.train()
         self.model.eval()
         return loss_value
 
@@ -178,6 +212,8 @@ class RecurrentRuntime(ArmRuntime):
     def __init__(self, base_model, tokenizer, reader: Reader, arm: Any):
         from arms.model.recurrent import RecurrentLM
 
+        if getattr(arm, "layers_init", "pretrained") == "random":
+            reinitialise(base_model, derived_seed(arm.id, "random-init"))
         model = RecurrentLM.from_spec(base_model, arm)
         apply_budget = BUDGETS.implementation(arm.budget.kind)
         model, groups = apply_budget(model, arm.budget, derived_seed(arm.id, "lora-init"))
@@ -206,8 +242,12 @@ class RecurrentRuntime(ArmRuntime):
         from arms.train.objectives import anneal_weight
         from arms.train.recurrent import make_recurrent_batch, recurrent_loss
 
-        # `ledger check` refuses a recurrence kind the runner cannot execute, so only forced depth reaches here.
         objective = OBJECTIVES[stage.objective]
+        if objective.reads_text:
+            from arms.runtime_language import text_loss
+
+            return text_loss(self, rows, stage, step)
+        # `ledger check` gives sampled recurrence to next-token stages only: a chain objective trains at forced depth
         weight = (
             anneal_weight(step, stage.steps, stage.anneal_fraction) if "anneal_fraction" in objective.reads else None
         )
@@ -216,6 +256,8 @@ class RecurrentRuntime(ArmRuntime):
 
     def evaluate(self, rows, evaluation) -> list[Reading]:
         """Forced depth: each row read at every loop 1..depth in one forward (rows batched by depth)."""
+        if rows and rows[0].task in SWEPT_TASKS:
+            return read_sweep(self, rows, evaluation)
         readings: list[Reading] = []
         by_depth: dict[int, list] = {}
         for row in rows:
@@ -268,13 +310,24 @@ class DenseRuntime(ArmRuntime):
         self.symbol_ids = _symbol_ids(reader, self.device)
 
     def named_groups(self):
-        matrices = [p for p in self.model.parameters() if p.ndim == 2]
+        stages = self.arm.stages
+        if not any(s.optimizer.kind == "muon" or "embeddings" in s.optimizer.group_lrs for s in stages):
+            matrices = [p for p in self.model.parameters() if p.ndim == 2]
+            return {"matrices": matrices, "vectors": [p for p in self.model.parameters() if p.ndim != 2]}
+        # Muon orthogonalises hidden matrices only: the input table and the lm_head keep to AdamW
+        embedding_ids = {id(m.weight) for m in (self.model.get_input_embeddings(), self.model.get_output_embeddings())}
+        embeddings = [p for p in self.model.parameters() if id(p) in embedding_ids]
+        matrices = [p for p in self.model.parameters() if p.ndim == 2 and id(p) not in embedding_ids]
         others = [p for p in self.model.parameters() if p.ndim != 2]
-        return {"matrices": matrices, "vectors": others}
+        return {"embeddings": embeddings, "matrices": matrices, "vectors": others}
 
     def loss(self, rows, stage, step):
         from arms.dense.sft_data import build_sft_examples, collate_sft
 
+        if OBJECTIVES[stage.objective].reads_text:
+            from arms.runtime_language import text_loss
+
+            return text_loss(self, rows, stage, step)
         mode = OBJECTIVES[stage.objective].target_format
         batch = collate_sft(build_sft_examples(rows, self.reader, mode=mode), self.tokenizer)
         return self.model(**_on(batch, self.device)).loss
@@ -286,6 +339,9 @@ class DenseRuntime(ArmRuntime):
 
     def evaluate(self, rows, evaluation) -> list[Reading]:
         from arms.dense.generate import DenseArm
+
+        if rows and rows[0].task in SWEPT_TASKS:
+            return read_sweep(self, rows, evaluation)
 
         assert self.mode is not None  # every dense objective has a target format (ledger.spec.arms)
         arm = DenseArm(self.model, self.tokenizer, self.reader, mode=self.mode)
@@ -306,6 +362,24 @@ class DenseRuntime(ArmRuntime):
                 times.append(generation.latency_s * 1000.0)
             by_id[row.row_id].latency_ms = statistics.median(times)
         return readings
+
+
+def reinitialise(model, seed: int) -> None:
+    """Every module of a transformers model re-drawn by the model's own init (``_init_weights``), seeded."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        model.apply(model._init_weights)
+
+
+SWEPT_TASKS = ("text", "word_problem")  # rows read at every test recurrence (design M's evaluation)
+
+
+def read_sweep(runtime: ArmRuntime, rows, evaluation) -> list[Reading]:
+    from arms.runtime_language import read_answers, read_losses
+
+    if rows[0].task == "text":
+        return read_losses(runtime, rows, evaluation, evaluation.max_tokens)
+    return read_answers(runtime, rows, evaluation)
 
 
 def build_runtime(arm: Any, base_model, tokenizer, reader: Reader) -> ArmRuntime:

@@ -160,3 +160,11 @@ def count_adapter(surgery: Any, bridge: Any, spec: Any) -> tuple[int, str]:
     budget = adapter_budget(surgery, bridge, r=spec.rank, targets=spec.targets)
     detail = f"LoRA r={spec.rank} {budget['lora']:,} on {budget['lora_modules']} modules + bridge {budget['bridge']:,}"
     return budget["total"], detail
+
+
+def count_full_model(surgery: Any, bridge: Any, spec: Any) -> tuple[int, str]:
+    """Every tensor the retrofit runs (dropped layers excluded), embeddings included: they train too."""
+    used = count_parameters([*surgery.used_modules(), bridge])
+    embeddings = count_parameters([surgery.embed_tokens, surgery.lm_head]) if surgery.lm_head is not None else 0
+    bridge_n = count_parameters(bridge) if bridge is not None else 0
+    return used, f"layers and norms {used - embeddings - bridge_n:,} + embeddings {embeddings:,} + adapter {bridge_n:,}"

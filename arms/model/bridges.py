@@ -7,6 +7,8 @@ prelude output before *every* pass through the block, loop 1 included.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -64,19 +66,31 @@ class ConcatAdapter(nn.Module):
     second). init="identity" sets W = [0 | I], so at init the adapter passes the
     prelude output through and ignores the state; init="default" keeps
     PyTorch's default Linear init (the published design M).
+
+    ``norm`` (a factory ``hidden -> nn.Module``, the base's own RMSNorm class) adds the block's two
+    norms: ``entry_norm`` on the adapter's output (what enters the block) and ``exit_norm`` on the
+    block's output (the state the next iteration and the coda read; ``RecurrentLM`` applies it).
+    Both start at weight 1; they make the loop-1 route differ from the base even at identity init.
     """
 
-    def __init__(self, hidden: int, init: str = "identity"):
+    def __init__(self, hidden: int, init: str = "identity", norm: Callable[[int], nn.Module] | None = None):
         super().__init__()
         if init not in ("identity", "default"):
             raise ValueError(f"init must be 'identity' or 'default', got {init!r}")
         self.hidden = hidden
         self.init = init
         self.proj = nn.Linear(2 * hidden, hidden, bias=False)
+        self.entry_norm = norm(hidden) if norm is not None else None
+        self.exit_norm = norm(hidden) if norm is not None else None
         if init == "identity":
             with torch.no_grad():
                 self.proj.weight.zero_()
                 self.proj.weight[:, hidden:].copy_(torch.eye(hidden))
 
     def forward(self, s_prev: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
-        return self.proj(torch.cat([s_prev, e], dim=-1))
+        entry = self.proj(torch.cat([s_prev, e], dim=-1))
+        return self.entry_norm(entry) if self.entry_norm is not None else entry
+
+    def leave_block(self, state: torch.Tensor) -> torch.Tensor:
+        """The block's output as the next state (the exit norm, if the adapter has the block norms)."""
+        return self.exit_norm(state) if self.exit_norm is not None else state

@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from arms.model.accounting import LORA_TARGETS, lora_target_modules, trainable_counts, unique_parameters
-from arms.model.bridges import ConcatAdapter, SplitBridge
+from arms.model.bridges import SplitBridge
 from arms.model.recurrent import RecurrentLM
 
 if TYPE_CHECKING:
@@ -107,9 +107,7 @@ def bridge_param_groups(bridge: nn.Module | None) -> dict[str, list[nn.Parameter
             "bridge_rest": [bridge.norm.weight, bridge.norm.bias, bridge.g]
             + ([bridge.state_norm.weight, bridge.state_norm.bias] if bridge.state_norm is not None else []),
         }
-    if isinstance(bridge, ConcatAdapter):
-        return {"bridge": [cast(nn.Parameter, bridge.proj.weight)]}
-    return {"bridge": list(unique_parameters(bridge))}
+    return {"bridge": list(unique_parameters(bridge))}  # a concat adapter: W, and its block norms if any
 
 
 def _check_groups_cover(module: nn.Module, groups: dict[str, list[nn.Parameter]]) -> None:
@@ -409,3 +407,24 @@ def adapter_budget(model: RecurrentLM, spec: Any, seed: int) -> tuple[RecurrentL
         model, rank=spec.rank, alpha=spec.alpha, targets=tuple(spec.targets), dropout=spec.dropout, seed=seed
     )
     return adapted, adapted.param_groups()
+
+
+def full_model_budget(model: RecurrentLM, spec: Any, seed: int) -> tuple[RecurrentLM, dict[str, list[nn.Parameter]]]:
+    """Design M's recipe: every tensor the retrofit runs trains (the dropped layers stay frozen: nothing reads them).
+
+    Groups: ``embeddings`` (the input table and an untied lm_head: the optimiser keeps them off Muon), ``model``
+    (every other tensor of the prelude, block, coda and final norm) and the bridge's own groups."""
+    surgery = model.surgery
+    model.base.requires_grad_(False)
+    used = [surgery.embed_tokens, *surgery.prelude, *surgery.block, *surgery.coda, surgery.norm, surgery.lm_head]
+    for module in used:
+        module.requires_grad_(True)
+    if model.bridge is not None:
+        model.bridge.requires_grad_(True)
+    embeddings = list(unique_parameters([surgery.embed_tokens, surgery.lm_head]))
+    taken = {id(p) for p in embeddings}
+    rest = [p for p in unique_parameters(used[1:-1]) if id(p) not in taken]
+    groups = {"embeddings": embeddings, "model": rest, **bridge_param_groups(model.bridge)}
+    groups = {k: v for k, v in groups.items() if v}
+    _check_groups_cover(model, groups)
+    return model, groups

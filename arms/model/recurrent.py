@@ -113,6 +113,7 @@ class RecurrentLM(nn.Module):
         adapter_init: str = "identity",
         state_norm: bool = False,
         reentry: str = "all",
+        block_norms: bool = False,
         **kwargs,
     ) -> RecurrentLM:
         """Cut `model` and attach a fresh bridge (a kind of ``ledger.spec.arms.BRIDGES``, or None) on its
@@ -127,7 +128,12 @@ class RecurrentLM(nn.Module):
         if bridge is not None:
             if bridge not in BRIDGES:
                 raise ValueError(f"bridge must be one of {', '.join(BRIDGES.names())} or None, got {bridge!r}")
-            options = {"state_norm": state_norm} if bridge == "split" else {"init": adapter_init}
+            if block_norms and bridge != "concat":
+                raise ValueError("block_norms is an option of the concat adapter")
+            options: dict[str, Any] = {"state_norm": state_norm} if bridge == "split" else {"init": adapter_init}
+            if block_norms:  # the base's own norm class (RMSNorm in Llama-family decoders), at the base's eps
+                eps = float(getattr(model.config, "rms_norm_eps", 1e-6))
+                options["norm"] = lambda size: type(surgery.norm)(size, eps=eps)
             weight = cast(nn.Linear, model.lm_head).weight
             module = BRIDGES.implementation(bridge)(hidden, **options).to(device=weight.device, dtype=weight.dtype)
         return cls(surgery, module, reentry=reentry, **kwargs)
@@ -205,8 +211,8 @@ class RecurrentLM(nn.Module):
     def _step(self, t: int, state, prelude_out, ctx, rows=None, answer_positions=None) -> torch.Tensor:
         """One pass through the block: loop t's state from loop t-1's."""
         if self.design == "M":
-            assert self.bridge is not None  # design M: the bridge is a ConcatAdapter
-            return self._run(self.surgery.block_idx, self.bridge(state, prelude_out), ctx)
+            adapter = cast(ConcatAdapter, self.bridge)
+            return adapter.leave_block(self._run(self.surgery.block_idx, adapter(state, prelude_out), ctx))
         if t == 1:  # identity route: the block runs straight on the prelude output
             return self._run(self.surgery.block_idx, prelude_out, ctx)
         return self._run(self.surgery.block_idx, self._entry(state, prelude_out, rows, answer_positions), ctx)
@@ -290,6 +296,41 @@ class RecurrentLM(nn.Module):
         if return_states:
             return stacked, torch.stack(states)
         return stacked
+
+    def sequence_logits(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        loops: int,
+        *,
+        read_at: tuple[int, ...] | None = None,
+        no_grad_loops: int = 0,
+        generator: torch.Generator | None = None,
+    ) -> dict[int, torch.Tensor]:
+        """Next-token logits at EVERY position [batch, seq, vocab] after each loop in ``read_at`` (default: the
+        last): what a language-model loss reads. Loops 1..``no_grad_loops`` run without gradient and the state
+        is detached where gradient starts (truncated backprop); the prelude output is re-injected every loop."""
+        if not isinstance(loops, int) or loops < 1 or not 0 <= no_grad_loops <= loops:
+            raise ValueError(f"need loops >= 1 and 0 <= no_grad_loops <= loops, got {loops}, {no_grad_loops}")
+        wanted = set(read_at or (loops,))
+        if not wanted <= set(range(1, loops + 1)):
+            raise ValueError(f"read_at {sorted(wanted)} must lie in 1..{loops}")
+        embeds = self.surgery.embed_tokens(input_ids)
+        ctx = self._context(embeds, attention_mask, positions_from_mask(attention_mask))
+        prelude_out = self._run(self.surgery.prelude_idx, embeds, ctx)
+        state = prelude_out if self.design == "S" else self._initial_state(prelude_out, generator)
+        rows = torch.arange(input_ids.shape[0], device=input_ids.device)
+        answer = last_token_positions(attention_mask)
+        out: dict[int, torch.Tensor] = {}
+        for t in range(1, loops + 1):
+            with torch.set_grad_enabled(torch.is_grad_enabled() and t > no_grad_loops):
+                if t == no_grad_loops + 1 and no_grad_loops:
+                    state = state.detach()
+                state = self._step(t, state, prelude_out, ctx, rows, answer)
+                if t in wanted:
+                    hidden = self._run(self.surgery.coda_idx, state, ctx)
+                    out[t] = self.surgery.lm_head(self.surgery.norm(hidden))
+        return out
 
 
 class _LiveRows:

@@ -67,7 +67,12 @@ class PoissonLognormalSampler:
     steps are independent. No hidden state advances between calls.
     """
 
-    def __init__(self, mean: float, sigma: float = 0.5, backprop_depth: int = 8, seed: int = 0):
+    def __init__(
+        self, mean: float, sigma: float = 0.5, backprop_depth: int = 8, seed: int = 0, offset: str = "published"
+    ):
+        if offset not in ("published", "corrected"):
+            raise ValueError(f"offset must be 'published' or 'corrected', got {offset!r}")
+        self.offset = offset
         if mean <= 0:
             raise ValueError("mean recurrence must be positive")
         if sigma <= 0:
@@ -79,10 +84,15 @@ class PoissonLognormalSampler:
         self.backprop_depth = int(backprop_depth)
         self.seed = int(seed)
 
-    def _mu(self, k: float) -> float:
+    def _lambda_mean(self, k: float) -> float:
+        """E[lambda]: ``max(k, s)`` for the published sampler; ``k - 1`` corrected (so that E[r] = k)."""
+        if self.offset == "corrected":
+            return k - 1.0
         s = self.backprop_depth
-        t = max(k - s, 0.0)
-        return math.log(t + s) - self.sigma**2 / 2
+        return max(k - s, 0.0) + s
+
+    def _mu(self, k: float) -> float:
+        return math.log(self._lambda_mean(k)) - self.sigma**2 / 2
 
     def sample(self, step: int, mean: float | None = None) -> int:
         """The recurrence ``r >= 1`` for training step ``step`` (optionally another mean,
@@ -90,6 +100,8 @@ class PoissonLognormalSampler:
         k = self.mean if mean is None else float(mean)
         if k <= 0:
             raise ValueError("mean recurrence must be positive")
+        if self._lambda_mean(k) <= 0:  # corrected, k <= 1: r = 1 is the only draw with mean <= 1
+            return 1
         rng = np.random.Generator(np.random.PCG64(step_seed(self.seed, step)))
         lam = rng.lognormal(self._mu(k), self.sigma)
         return int(rng.poisson(lam)) + 1
@@ -101,10 +113,9 @@ class PoissonLognormalSampler:
         return split_no_grad(self.sample(step, mean), self.backprop_depth)
 
     def true_mean(self, mean: float | None = None) -> float:
-        """Exact ``E[r] = max(k, s) + 1`` (see class docstring)."""
+        """Exact ``E[r]``: ``max(k, s) + 1`` published (see class docstring), ``max(k, 1)`` corrected."""
         k = self.mean if mean is None else float(mean)
-        s = self.backprop_depth
-        return max(k - s, 0.0) + s + 1.0
+        return max(self._lambda_mean(k), 0.0) + 1.0
 
     def true_mean_grad_iters(self, mean: float | None = None) -> float:
         """``E[min(s, r)]`` (iterations with gradient), by numeric integration.
@@ -115,6 +126,8 @@ class PoissonLognormalSampler:
         """
         k = self.mean if mean is None else float(mean)
         s = self.backprop_depth
+        if self._lambda_mean(k) <= 0:
+            return 1.0
         mu = self._mu(k)
         nodes, weights = np.polynomial.hermite_e.hermegauss(64)
         lams = np.exp(mu + self.sigma * nodes)  # [64]
@@ -199,3 +212,38 @@ def curriculum_mean(
     else:
         raise ValueError(f"unknown curriculum kind {kind!r} (linear | one_minus_sqrt)")
     return float(start + (end - start) * f)
+
+
+# ----------------------------------------------------------------------------- a stage's draws
+
+
+@dataclass(frozen=True)
+class StepRecurrence:
+    """One training step's recurrence: ``loops`` iterations, the last ``grad_loops`` with gradient."""
+
+    loops: int
+    grad_loops: int
+    mean: float  # the nominal mean k at this step (after the curriculum)
+
+    @property
+    def no_grad_loops(self) -> int:
+        return self.loops - self.grad_loops
+
+
+def stage_recurrence(spec, step: int, steps: int, seed: int) -> StepRecurrence:
+    """The draw of step ``step`` of a ``steps``-step stage for a ``poisson_lognormal`` spec
+    (``ledger.spec.training.PoissonLognormalRecurrence``): the curriculum of the mean and of the
+    backprop depth at that step, then the sampler seeded by ``(seed, step)``, so every rank and
+    every resume draws the same."""
+    mean = float(spec.mean)
+    if spec.curriculum != "none":
+        mean = curriculum_mean(step, steps, spec.curriculum_start, spec.mean, spec.curriculum_fraction, spec.curriculum)
+    depth = int(spec.backprop_depth)
+    if spec.backprop_curriculum != "none":
+        ramp = curriculum_mean(
+            step, steps, spec.backprop_start, spec.backprop_depth, spec.curriculum_fraction, spec.backprop_curriculum
+        )
+        depth = max(1, int(round(ramp)))
+    sampler = PoissonLognormalSampler(mean, spec.sigma, depth, seed, offset=spec.offset)
+    loops = sampler.sample(step)
+    return StepRecurrence(loops, split_no_grad(loops, depth)[1], mean)

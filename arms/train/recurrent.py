@@ -64,7 +64,9 @@ __all__ = [
 ]
 
 Objective = Literal["intermediate", "outcome", "anneal"]
-OBJECTIVES: tuple[str, ...] = tuple(kind.name for kind in OBJECTIVE_KINDS if kind.arm_kind == "recurrent")
+OBJECTIVES: tuple[str, ...] = tuple(
+    kind.name for kind in OBJECTIVE_KINDS if "recurrent" in kind.arm_kinds and not kind.reads_text
+)
 
 
 # ----------------------------------------------------------------------------- batch
@@ -226,7 +228,7 @@ def objective_loss(
     (required, in [0, 1]).
     """
     kind = OBJECTIVE_KINDS[objective] if objective in OBJECTIVE_KINDS else None
-    if kind is None or kind.arm_kind != "recurrent":
+    if kind is None or kind.name not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
     if "anneal_fraction" in kind.reads:
         if anneal_weight is None:

@@ -128,6 +128,7 @@ def cmd_params(args: argparse.Namespace) -> int:
             *(f"{row.cost_by_loops[t]:.2f}x" if row.cost_by_loops else "1.00x" for t in loops),
         )
     out.print(table)
+    _print_training_flops(protocol, rows, loops)
     answer_only = [
         arm.id for arm in protocol.arms if getattr(getattr(arm, "bridge", None), "reentry", "all") == "answer"
     ]
@@ -138,6 +139,54 @@ def cmd_params(args: argparse.Namespace) -> int:
             "with a cache the prompt costs 1.00x and only the answer position pays for the loops."
         )
     return EXIT_OK
+
+
+def _print_training_flops(protocol, rows, loops) -> None:
+    """`ledger params`' second table: what each recurrent arm keeps of its base and its training FLOPs per token."""
+    from rich import box
+
+    recurrent = [row for row in rows if row.retrofit is not None]
+    if not recurrent:
+        return
+    # A box without vertical rules: a reader that keys the first table's rows by arm on their "│" cells
+    # (tests/run/test_params_cli.py) still finds that table's row, not this one's.
+    table = Table(
+        title=f"{protocol.name}: the retrofit without embeddings and its training FLOPs per token, 6 N1 + 2 N2",
+        box=box.SIMPLE_HEAD,
+    )
+    for column in ("arm", "s", "retrofit w/o embeddings", "bridge/adapter", "kept of base", "base 6N"):
+        table.add_column(column, justify="left" if column == "arm" else "right")
+    for t in loops:
+        table.add_column(f"train T={t}", justify="right")
+    for row in recurrent:
+        retrofit = row.retrofit
+        for s, flops in retrofit.training_flops:
+            table.add_row(
+                row.arm,
+                "T" if s is None else str(s),
+                f"{retrofit.non_embedding:,}",
+                f"{retrofit.bridge:,}",
+                f"{retrofit.kept:,} ({100 * retrofit.kept_share:.2f}%)",
+                _flops(row.base_flops_per_token),
+                *(f"{_flops(flops[t])} ({flops[t] / row.base_flops_per_token:.2f}x)" for t in loops),
+            )
+    out.print(table)
+    out.print(
+        "train T=t: one step at t iterations, the last s with gradient (N1) and the rest forward-only (N2), "
+        "against the fixed-depth base's 6 N (embeddings excluded, every tensor counted once). s: the stages' "
+        "poisson_lognormal backprop_depth (T: forced recurrence, every iteration with gradient). kept of base: the "
+        "base's own parameters the retrofit runs (dropped layers and the bridge excluded), as a share of the base "
+        "without embeddings."
+    )
+    if any(getattr(getattr(arm, "bridge", None), "kind", None) == "split" for arm in protocol.arms):
+        out.print("Split bridges (design S) do not run at loop 1: their counts apply the bridge at every iteration.")
+
+
+def _flops(value: float) -> str:
+    for scale, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -201,10 +250,22 @@ def _run_children(runner, args: argparse.Namespace) -> None:
 
 def _print_run_summary(result) -> None:
     table = Table(title=f"{result.protocol.name} ({result.protocol_sha256[:12]})")
-    for column in ("arm", "status", "accuracy (final loop)", "tail (top 4 depths)", "gates"):
+    for column in (
+        "arm",
+        "status",
+        "accuracy (final loop; manifest@loop: at that loop)",
+        "tail (top 4 depths)",
+        "gates",
+    ):
         table.add_column(column, overflow="fold")
     for arm in result.arms:
-        accuracy = "; ".join(f"{m} {c}/{n} = {c / n:.3f}" for m, (c, n) in arm.accuracy.items() if n) or "-"
+        accuracy = (
+            "; ".join(
+                [f"{m} {c}/{n} = {c / n:.3f}" for m, (c, n) in arm.accuracy.items() if n]
+                + [f"{m} {loss:.3f} nats/token" for m, loss in arm.losses.items()]
+            )
+            or "-"
+        )
         tail = "; ".join(f"{m} {c}/{n} = {c / n:.3f}" for m, (c, n) in arm.tail.items() if n) or "-"
         gates = "; ".join(f"{g['gate']} {'pass' if g['passed'] else 'FAIL'} ({g['action']})" for g in arm.gates) or "-"
         status = arm.status if not arm.note else f"{arm.status}: {arm.note}"

@@ -32,6 +32,7 @@ from ledger.judge.noninferiority import (
     tango_score_statistic,
 )
 from ledger.judge.paired import LN10, Alternative, PairedCounts, TestResult, mcnemar_exact, paired_counts
+from ledger.judge.signed_rank import SignedRankResult, signed_rank_test
 
 __all__ = [
     "FRONTIER_BAR",
@@ -46,6 +47,7 @@ __all__ = [
     "Interval",
     "NonInferiorityResult",
     "PairedCounts",
+    "SignedRankResult",
     "TestResult",
     "adjust_pvalues",
     "fisher_depth_gate",
@@ -53,6 +55,7 @@ __all__ = [
     "mcnemar_exact",
     "paired_counts",
     "paired_depth_gate",
+    "signed_rank_test",
     "tango_interval",
     "tango_noninferiority",
     "tango_score_statistic",

@@ -18,8 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ledger.canonical import canonical_json, sha256_hex
 
-Task = Literal["rule_chasing", "arithmetic", "multiple_choice_qa"]
-Surface = Literal["symbolic", "relay", "pointer", "multiple_choice"]
+Task = Literal["rule_chasing", "arithmetic", "multiple_choice_qa", "text", "word_problem"]
+Surface = Literal["symbolic", "relay", "pointer", "multiple_choice", "text", "word_problem"]
 
 
 class Row(BaseModel):

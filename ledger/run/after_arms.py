@@ -43,6 +43,31 @@ def depth_gates(runner: Any, outcomes: list) -> None:
                 outcome.gates.append({"gate": gate.id, "action": gate.action, **verdict})
 
 
+def summary_loop(runner: Any, arm_id: str) -> int:
+    """The test recurrence a sweep is summarised at: the arm's largest evaluation loop (1 for a one-pass arm)."""
+    loops = getattr(runner.protocol.arm(arm_id).evaluation, "loops", "forced")
+    return int(max(loops)) if loops != "forced" and runner.protocol.arm(arm_id).kind != "dense" else 1
+
+
+def summarise(runner: Any, outcome: Any, run_id: str, manifest_id: str, checkpoint: str) -> None:
+    """An arm's line of the run summary for one manifest: accuracy (and tail), or a sweep at its largest loop."""
+    spec: Any = runner.protocol.manifest(manifest_id)
+    reading = GENERATORS[spec.generator].reading
+    if reading not in ("answer", "loss"):
+        outcome.accuracy[manifest_id], outcome.tail[manifest_id] = accuracy(runner, run_id, manifest_id, checkpoint)
+        return
+    loop = summary_loop(runner, outcome.arm)
+    sha = runner.manifest_sha[manifest_id]
+    if reading == "loss":
+        losses = runner.store.measured_losses(sha, arm=outcome.arm, checkpoint_sha256=checkpoint, loop=loop)
+        tokens = sum(t for _, t in losses.values())
+        if tokens:
+            outcome.losses[f"{manifest_id}@{loop}"] = sum(n for n, _ in losses.values()) / tokens
+        return
+    readings = runner.store.readings(sha, run_id=run_id, checkpoint_sha256=checkpoint, loop=loop)
+    outcome.accuracy[f"{manifest_id}@{loop}"] = (sum(1 for r in readings if r.correct), len(readings))
+
+
 def accuracy(runner: Any, run_id: str, manifest_id: str, checkpoint: str) -> tuple[tuple[int, int], tuple[int, int]]:
     """(correct, n) of an arm's final readings on a manifest, overall and in the tail (top 4 depths)."""
     final = runner.store.final_readings(runner.manifest_sha[manifest_id], run_id=run_id, checkpoint_sha256=checkpoint)

@@ -54,7 +54,8 @@ def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None) -> 
         for stage in arm.stages:
             schedule = stage.optimizer.schedule
             one_step = stage.model_copy(update={"steps": 1 + (schedule.warmup_steps if schedule else 0)})
-            runtime.train_stage(one_step, sample(manifests[stage.manifest]), (protocol.seed, arm.id, stage.id, "dry"))
+            rows = [row for name in stage.manifests() for row in sample(manifests[name])]
+            runtime.train_stage(one_step, rows, (protocol.seed, arm.id, stage.id, "dry"))
             for gate_id in stage.gates:
                 gate = next(gate for gate in protocol.gates if gate.id == gate_id)
                 rows = sample(manifests[gate.manifest])

@@ -106,7 +106,11 @@ class RunRecords:
                     "latency_ms": r.latency_ms,
                     "tokens_generated": r.tokens_generated,
                     # where each reading was computed (a resumed run may read on another device)
-                    "detail": {**device, "text": r.text} if r.text is not None else device,
+                    "detail": {
+                        **device,
+                        **({"text": r.text} if r.text is not None else {}),
+                        **(getattr(r, "detail", None) or {}),
+                    },
                 }
                 for r in readings
             ]

@@ -17,6 +17,7 @@ class ArmOutcome:
     gates: list[dict] = field(default_factory=list)
     accuracy: dict[str, tuple[int, int]] = field(default_factory=dict)  # manifest -> (correct, n) at final loop
     tail: dict[str, tuple[int, int]] = field(default_factory=dict)
+    losses: dict[str, float] = field(default_factory=dict)  # text manifest@loop -> nats per token (design M)
     note: str = ""
 
 

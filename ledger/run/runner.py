@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.rows.manifest import Manifest
-from ledger.run.after_arms import accuracy, depth_gates, judge_claims, unfinished_arms
+from ledger.run.after_arms import depth_gates, judge_claims, summarise, unfinished_arms
 from ledger.run.bases import RunRefused, check_bases_available, load_protocol_base, record_base
 from ledger.run.progress import Progress
 from ledger.run.reading import read_rows
 from ledger.run.results import ArmOutcome, RunResult
-from ledger.run.stage_gates import StageGates
+from ledger.run.stage_training import StageTraining
 from ledger.spec.check import check_protocol_file
 from ledger.spec.manifests import GENERATORS
 from ledger.spec.protocol import Protocol
@@ -48,7 +48,7 @@ log = logging.getLogger("ledger.run")
 # ----------------------------------------------------------------------------- the run
 
 
-class Runner(StageGates):
+class Runner(StageTraining):
     def __init__(
         self,
         protocol_path: str | Path,
@@ -260,6 +260,13 @@ class Runner(StageGates):
                 log.warning("arm %s: hard stop after stage %s: %s", arm.id, stage.id, outcome.note)
                 return outcome
         checkpoint = parent
+        self.evaluate_checkpoint(runtime, arm, run_id, checkpoint)
+        for manifest_id in arm.evaluation.manifests:
+            summarise(self, outcome, run_id, manifest_id, checkpoint)
+        return outcome
+
+    def evaluate_checkpoint(self, runtime, arm, run_id: str, checkpoint: str) -> None:
+        """Every evaluation manifest of the arm read by this checkpoint (skipped where already recorded)."""
         for manifest_id in arm.evaluation.manifests:
             if not self._has_evidence(run_id, manifest_id, checkpoint):
                 rows = list(self.manifests[manifest_id].rows)
@@ -267,8 +274,6 @@ class Runner(StageGates):
                     readings = self._evaluate(runtime, arm, manifest_id, rows)
                     advance(len(rows))
                 self._write_evidence(run_id, arm.id, manifest_id, checkpoint, readings)
-            outcome.accuracy[manifest_id], outcome.tail[manifest_id] = accuracy(self, run_id, manifest_id, checkpoint)
-        return outcome
 
     def _run_arm_with_ranks(self, arm) -> ArmOutcome:
         """``_run_arm``, then the other data-parallel ranks are told the arm is done."""
@@ -279,10 +284,6 @@ class Runner(StageGates):
     def _told_load(self, path: Path) -> Path:
         self.world.tell(("load", str(path.resolve())))  # the other ranks load the same file
         return path
-
-    def stage_inputs(self, arm, stage) -> tuple[list, tuple]:
-        """The rows a stage trains on and the seed parts of its draws (the same on every rank)."""
-        return list(self.manifests[stage.manifest].rows), (self.protocol.seed, arm.id, stage.id)
 
     def _evaluate(self, runtime, arm, manifest_id: str, rows):
         spec = self.protocol.manifest(manifest_id)
@@ -303,63 +304,6 @@ class Runner(StageGates):
     def last_checkpoint(self, run_id: str) -> str | None:
         found = self.store.checkpoints_of_run(run_id)
         return found[-1].sha256 if found else None
-
-    def _train_stage(self, runtime, arm, stage, run_id: str, parent: str):
-        from arms.runtime import TrainingDiverged
-
-        rows, seed_parts = self.stage_inputs(arm, stage)
-        log.info("arm %s stage %s: %s x %d steps", arm.id, stage.id, stage.objective, stage.steps)
-        diverged = None
-        losses: list[float] = []
-
-        def stepped(step: int, loss: float) -> None:
-            losses.append(loss)
-            advance(1, loss)
-
-        self.world.tell(("train", stage.id))
-        with self._bar(f"{arm.id} {stage.id}", stage.steps, show_loss=True) as advance:
-            try:
-                runtime.train_stage(stage, rows, seed_parts, progress=stepped, world=self.world)
-            except TrainingDiverged as exc:
-                diverged = str(exc)
-        # written to a temporary name, then moved to its content name (objects/sha256/ab/...)
-        written = runtime.save(
-            self.objects.temporary(f"{arm.id}-{stage.id}.safetensors"),
-            {"protocol": self.sha, "arm": arm.id, "stage": stage.id, "parent": parent},
-        )
-        gates = self._stage_gates(runtime, arm, stage)
-        if diverged:
-            gates.append(
-                {
-                    "gate": f"{stage.id}:finite_loss",
-                    "passed": False,
-                    "action": "stop",
-                    "metric": "loss",
-                    "detail": {"summary": diverged},
-                }
-            )
-        failed = any(not g["passed"] and g["action"] == "stop" for g in gates)
-        sha, path = self.objects.put(written)
-        sha = self.store.add_checkpoint(
-            sha256=sha,
-            path=path,
-            arm=arm.id,
-            status="failed" if failed else self._status_ok,
-            parent_sha256=parent,
-            run_id=run_id,
-            stage=stage.id,
-            gate_results=[{k: v for k, v in g.items() if k != "readings"} for g in gates],
-            meta={
-                "objective": stage.objective,
-                "steps": stage.steps,
-                "losses": losses,  # per step (the mean over the ranks of a data-parallel run)
-                "ranks": self.world.size,
-                **self.device_info(arm.id),
-            },
-        )
-        self._write_gate_evidence(runtime, arm, stage, sha, run_id, computed=gates)
-        log.info("arm %s stage %s: checkpoint %s (%s)", arm.id, stage.id, sha, "failed" if failed else self._status_ok)
-        return sha, gates
 
     # -- gates
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -12,6 +11,10 @@ from ledger.registry import Kind, Registry, check_union
 from ledger.spec.common import LateOptions as _LateOptions
 from ledger.spec.common import StrictModel
 from ledger.spec.common import located as _located
+from ledger.spec.training import RECURRENCES as RECURRENCES  # re-exported: a stage's training settings
+from ledger.spec.training import LrSchedule as LrSchedule
+from ledger.spec.training import Optimizer as Optimizer
+from ledger.spec.training import Recurrence as Recurrence
 
 # The linear projections of a Llama-family decoder layer that LoRA may target.
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -39,17 +42,13 @@ class BudgetKind(Kind):
 
 
 @dataclass(frozen=True)
-class RecurrenceKind(Kind):
-    """How many loops a training step runs."""
-
-
-@dataclass(frozen=True)
 class ObjectiveKind(Kind):
     """A stage's loss. ``reads``: the stage options it reads (and needs); ``target_format``: dense SFT targets."""
 
-    arm_kind: str = "recurrent"
+    arm_kinds: tuple[str, ...] = ("recurrent",)
     reads: tuple[str, ...] = ()
     target_format: str | None = None
+    reads_text: bool = False  # trains on any rows as text (a stage may mix manifests); else on chains or SFT targets
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,6 @@ class ArmKind(Kind):
 
 BRIDGES: Registry[BridgeKind] = Registry("bridge")
 BUDGETS: Registry[BudgetKind] = Registry("budget")
-RECURRENCES: Registry[RecurrenceKind] = Registry("recurrence schedule")
 OBJECTIVES: Registry[ObjectiveKind] = Registry("objective")
 ARM_KINDS: Registry[ArmKind] = Registry("arm kind")
 
@@ -125,14 +123,33 @@ class SplitBridge(_LateOptions):
         return {"bridge": self.kind, "state_norm": self.state_norm, "reentry": self.reentry}
 
 
-class ConcatBridge(StrictModel):
+class ConcatBridge(_LateOptions):
     kind: Literal["concat"]
-    init: Literal["identity", "default"] = "identity"
-    initial_state: Literal["random", "zeros", "prelude"] = "random"
+    init: Literal["identity", "default"] = Field(
+        default="identity",
+        description="identity: W = [0 | I] (the prelude output passes, the state is ignored at first); default: "
+        "PyTorch's Linear init (the published adapter).",
+    )
+    initial_state: Literal["random", "zeros", "prelude"] = Field(
+        default="random", description="s0: random N(0, sigma^2) (the seed's), zeros, or the prelude output."
+    )
     sigma: float = Field(default=1.0, gt=0)
+    block_norms: bool = Field(
+        default=False,
+        description="Two extra RMSNorms of the base's own class around the block (after the adapter, after the "
+        "block), as the seed's recurrent block has; the base's layers keep their own two norms each.",
+    )
+
+    _late_options = ("block_norms",)
 
     def model_options(self) -> dict[str, Any]:
-        return {"bridge": self.kind, "adapter_init": self.init, "s0": self.initial_state, "s0_sigma": self.sigma}
+        return {
+            "bridge": self.kind,
+            "adapter_init": self.init,
+            "s0": self.initial_state,
+            "s0_sigma": self.sigma,
+            "block_norms": self.block_norms,
+        }
 
 
 BRIDGES.add(
@@ -193,71 +210,26 @@ BUDGETS.add(
         counter="arms.model.accounting:count_adapter",
     )
 )
-Budget = Annotated[FullBlockBudget | AdapterBudget, Field(discriminator="kind")]
+
+
+class FullModelBudget(StrictModel):
+    kind: Literal["full_model"]
+
+
+BUDGETS.add(
+    BudgetKind(
+        "full_model",
+        FullModelBudget,
+        "arms.model.budgets:full_model_budget",
+        "every tensor of the retrofit trains: prelude, block, coda, embeddings, adapter (design M's recipe)",
+        bridges=("split", "concat"),
+        groups=("embeddings", "model"),
+        counter="arms.model.accounting:count_full_model",
+    )
+)
+Budget = Annotated[FullBlockBudget | AdapterBudget | FullModelBudget, Field(discriminator="kind")]
 check_union(BUDGETS, Budget)
 
-
-class LrSchedule(StrictModel):
-    """How a stage's learning rate moves: a multiplier on every group's lr (ratios kept)."""
-
-    kind: Literal["constant", "cosine", "linear"]
-    warmup_steps: int = Field(default=0, ge=0, description="Linear warm-up from lr/warmup_steps to lr.")
-    min_lr_ratio: float = Field(default=0.1, ge=0, le=1, description="cosine/linear: the last step's lr is lr x this.")
-
-    def scale(self, step: int, steps: int) -> float:
-        """The multiplier at 0-based ``step`` of ``steps``."""
-        if self.warmup_steps and step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
-        if self.kind == "constant":
-            return 1.0
-        span = max(steps - self.warmup_steps, 1)
-        progress = min(max(step - self.warmup_steps, 0) / span, 1.0)
-        floor = self.min_lr_ratio
-        if self.kind == "linear":
-            return floor + (1 - floor) * (1 - progress)
-        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
-class Optimizer(_LateOptions):
-    kind: Literal["adamw", "muon"] = "adamw"
-    lr: float = Field(gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    group_lrs: dict[str, float] = Field(
-        default_factory=dict,
-        description="Per-tensor-group learning-rate multipliers (e.g. bridge_p: 0.1). Groups are whole tensors.",
-    )
-    schedule: LrSchedule | None = Field(default=None, description="Learning-rate schedule; none: constant lr.")
-
-    _late_options = ("schedule",)
-
-
-class ForcedRecurrence(StrictModel):
-    kind: Literal["forced"]
-
-
-class PoissonLognormalRecurrence(StrictModel):
-    kind: Literal["poisson_lognormal"]
-    mean: float = Field(gt=0)
-    sigma: float = Field(default=0.5, gt=0)
-    backprop_depth: int = Field(default=8, ge=1)
-    curriculum: Literal["none", "linear", "one_minus_sqrt"] = "none"
-    curriculum_fraction: float = Field(default=0.0, ge=0, le=1)
-
-
-RECURRENCES.add(
-    RecurrenceKind("forced", ForcedRecurrence, "arms.train.recurrence:ForcedRecurrence", "loops = the row's depth")
-)
-RECURRENCES.add(
-    RecurrenceKind(
-        "poisson_lognormal",
-        PoissonLognormalRecurrence,
-        "arms.train.recurrence:PoissonLognormalSampler",
-        "design M's sampled recurrence (mean, sigma, truncated backprop, curriculum)",
-        not_runnable="`ledger run` trains at forced depth only; sampled recurrence is not wired into its stages yet",
-    )
-)
-Recurrence = Annotated[ForcedRecurrence | PoissonLognormalRecurrence, Field(discriminator="kind")]
-check_union(RECURRENCES, Recurrence)
 
 for _objective in (
     ObjectiveKind(
@@ -275,11 +247,19 @@ for _objective in (
         reads=("anneal_fraction",),
     ),
     ObjectiveKind(
+        "next_token",
+        type(None),
+        "arms.train.language:next_token_loss",
+        "next-token cross-entropy on text (design M; a dense arm: the non-recurrent control)",
+        arm_kinds=("recurrent", "dense"),
+        reads_text=True,
+    ),
+    ObjectiveKind(
         "sft_direct",
         type(None),
         "arms.dense.sft_data:build_sft_examples",
         "SFT on the answer alone",
-        arm_kind="dense",
+        arm_kinds=("dense",),
         target_format="direct",
     ),
     ObjectiveKind(
@@ -287,17 +267,29 @@ for _objective in (
         type(None),
         "arms.dense.sft_data:build_sft_examples",
         "SFT on every hop, then the answer",
-        arm_kind="dense",
+        arm_kinds=("dense",),
         target_format="scratchpad",
     ),
 ):
     OBJECTIVES.add(_objective)
 
 
-class Stage(StrictModel):
+class Stage(_LateOptions):
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     objective: Literal[OBJECTIVES.names()]  # type: ignore[valid-type]
-    manifest: str = Field(description="Training manifest id.")
+    manifest: str | None = Field(default=None, description="Training manifest id (or a mixture).")
+    mixture: dict[str, float] = Field(
+        default_factory=dict,
+        description="A data mixture instead of one manifest: manifest id -> weight (each example's manifest is "
+        "drawn by weight). Next-token stages only. Healing is two stages: general text, then the task mixture.",
+    )
+    max_tokens: int = Field(default=128, ge=8, le=8192, description="Next-token stages: tokens kept per document.")
+    checkpoint_every: int | None = Field(
+        default=None,
+        ge=1,
+        description="Also record a checkpoint every this many steps, each read on the arm's evaluation manifests "
+        "(the curve that equal-FLOPs claims interpolate over).",
+    )
     steps: int = Field(ge=1)
     batch_size: int = Field(ge=1)
     optimizer: Optimizer
@@ -306,6 +298,20 @@ class Stage(StrictModel):
         default=None, gt=0, le=1, description="anneal: the chain weight ramps 1 -> 0 over this fraction of steps."
     )
     gates: list[str] = Field(default_factory=list, description="Gates evaluated after this stage.")
+
+    _late_options = ("mixture", "max_tokens", "checkpoint_every")
+
+    def manifests(self) -> list[str]:
+        """The manifests the stage draws from."""
+        return list(self.mixture) if self.mixture else [str(self.manifest)]
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.manifest is None) == (not self.mixture):
+            raise _located("a stage needs exactly one of 'manifest: ID' or 'mixture: {ID: weight}'", [])
+        if any(weight <= 0 for weight in self.mixture.values()):
+            raise _located("mixture weights must be positive", ["mixture"])
+        return self
 
     @model_validator(mode="after")
     def _warmup_within_stage(self):
@@ -318,12 +324,15 @@ class Stage(StrictModel):
         return self
 
 
-class Evaluation(StrictModel):
+class Evaluation(_LateOptions):
     manifests: list[str] = Field(min_length=1)
     loops: Literal["forced"] | list[Annotated[int, Field(ge=1)]] = "forced"
     batch_size: int = Field(default=16, ge=1)
     max_new_tokens: int = Field(default=48, ge=1, description="Dense arms: generation budget per row.")
     latency_sample_per_depth: int = Field(default=4, ge=0)
+    max_tokens: int = Field(default=256, ge=8, le=8192, description="Text rows: tokens read per document.")
+
+    _late_options = ("max_tokens",)
 
 
 class _ArmCommon(StrictModel):
@@ -341,11 +350,18 @@ class _ArmCommon(StrictModel):
     evaluation: Evaluation
 
 
-class RecurrentArm(_ArmCommon):
+class RecurrentArm(_ArmCommon, _LateOptions):
     kind: Literal["recurrent"]
     surgery: Surgery
     bridge: Bridge
     budget: Budget
+    layers_init: Literal["pretrained", "random"] = Field(
+        default="pretrained",
+        description="random: every layer of the base re-initialised by its own init before surgery (the seed's "
+        "random-init control); pretrained: the base's weights.",
+    )
+
+    _late_options = ("layers_init",)
 
     def design(self) -> str:
         where = (
@@ -375,10 +391,10 @@ class DenseArm(_ArmCommon):
 
 
 def _check_stage_objectives(stages: list[Stage], kind: str) -> None:
-    allowed = tuple(objective.name for objective in OBJECTIVES if objective.arm_kind == kind)
+    allowed = tuple(objective.name for objective in OBJECTIVES if kind in objective.arm_kinds)
     for index, stage in enumerate(stages):
         objective = OBJECTIVES[stage.objective]
-        if objective.arm_kind != kind:
+        if kind not in objective.arm_kinds:
             raise _located(
                 f"objective {stage.objective!r} is not for {kind} arms (use one of {', '.join(allowed)})",
                 ["stages", index, "objective"],
@@ -405,7 +421,7 @@ ARM_KINDS.add(
         "arms.runtime:DenseRuntime",
         "a dense model fine-tuned by SFT, read once per row",
         every_loop=False,
-        groups=("matrices", "vectors"),
+        groups=("matrices", "vectors", "embeddings"),  # embeddings: its own group when a stage uses Muon or names it
         evaluation_options=("max_new_tokens",),
     )
 )

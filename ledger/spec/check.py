@@ -22,9 +22,10 @@ from ledger.spec.gates import GATE_KINDS
 from ledger.spec.loader import ProtocolError, ProtocolIssue, load_protocol, locate
 from ledger.spec.manifests import GENERATORS
 from ledger.spec.protocol import Protocol
+from ledger.spec.training import PoissonLognormalRecurrence
 
 Problem = tuple[tuple[Any, ...], str]
-EVALUATION_COMMON = {"manifests", "batch_size", "latency_sample_per_depth"}
+EVALUATION_COMMON = {"manifests", "batch_size", "latency_sample_per_depth", "max_tokens"}
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,16 @@ def runnable_problems(protocol: Protocol, protocol_dir: Path) -> list[Problem]:
                     "read in one format, so every stage must train that one",
                 )
             )
+        for m, manifest_id in enumerate(arm.evaluation.manifests):
+            sweep = GENERATORS[protocol.manifest(manifest_id).generator].reading in ("answer", "loss")
+            if sweep and kind.every_loop and arm.evaluation.loops == "forced":
+                problems.append(
+                    (
+                        (*at, "evaluation", "manifests", m),
+                        f"manifest {manifest_id!r} is read at test recurrences: give evaluation.loops, e.g. "
+                        "[1, 2, 4, 8, 16, 32]",
+                    )
+                )
         unread = (arm.evaluation.model_fields_set - EVALUATION_COMMON) - set(kind.evaluation_options)
         problems += [((*at, "evaluation", name), f"{arm.kind} arms do not read evaluation.{name}") for name in unread]
     _gates(protocol, problems)
@@ -164,7 +175,12 @@ def _stage(protocol: Protocol, arm: Any, kind: Any, stage: Any, at: tuple[Any, .
             problems.append(((*at, "recurrence"), f"{arm.kind} arms do not read a recurrence schedule"))
         else:
             _runnable(RECURRENCES[stage.recurrence.kind], (*at, "recurrence", "kind"), problems)
-    if kind.every_loop and not BUDGETS[arm.budget.kind].trains_loop1:
+    if stage.mixture and not objective.reads_text:
+        problems.append(((*at, "mixture"), f"objective {stage.objective!r} trains on one manifest, not a mixture"))
+    if stage.checkpoint_every is not None and stage.checkpoint_every >= stage.steps:
+        problems.append(((*at, "checkpoint_every"), f"checkpoint_every must be below the stage's {stage.steps} steps"))
+    _text_stage(protocol, arm, objective, stage, at, problems)
+    if kind.every_loop and not BUDGETS[arm.budget.kind].trains_loop1 and stage.manifest is not None:
         manifest: Any = protocol.manifest(stage.manifest)
         if GENERATORS[manifest.generator].reading != "by_loop" or manifest.depths[1] < 2:
             problems.append(
@@ -195,6 +211,23 @@ def _stage(protocol: Protocol, arm: Any, kind: Any, stage: Any, at: tuple[Any, .
             )
         elif gate_kind.arm_kinds and arm.kind not in gate_kind.arm_kinds:
             problems.append((where, f"a {gate.kind} gate judges {', '.join(gate_kind.arm_kinds)} arms, not {arm.kind}"))
+
+
+def _text_stage(protocol: Protocol, arm: Any, objective: Any, stage: Any, at: tuple, problems: list[Problem]) -> None:
+    """A next-token stage reads any rows as text; a chain or SFT objective cannot read text rows."""
+    for manifest_id in stage.manifests():
+        reading = GENERATORS[protocol.manifest(manifest_id).generator].reading
+        if reading == "loss" and not objective.reads_text:
+            problems.append(((*at, "manifest"), f"objective {stage.objective!r} cannot train on text rows"))
+    sampled = isinstance(stage.recurrence, PoissonLognormalRecurrence)
+    if sampled and not objective.reads_text:
+        problems.append(
+            ((*at, "recurrence"), f"sampled recurrence trains next-token stages only, not {stage.objective!r}")
+        )
+    if objective.reads_text and ARM_KINDS[arm.kind].every_loop and not sampled:
+        problems.append(
+            ((*at, "recurrence"), "a recurrent next-token stage needs a recurrence schedule (poisson_lognormal)")
+        )
 
 
 def _groups(arm: Any) -> tuple[str, ...]:
@@ -248,6 +281,9 @@ def evidence_loops(protocol: Protocol, arm_id: str, manifest_id: str) -> tuple[s
         return None
     if choice:
         return {1}, True
+    if GENERATORS[manifest.generator].reading in ("answer", "loss"):  # a sweep: claims name the loop they read
+        every_loop = ARM_KINDS[arm.kind].every_loop
+        return (set(arm.evaluation.loops) if every_loop and arm.evaluation.loops != "forced" else {1}), False
     if not ARM_KINDS[arm.kind].every_loop:
         return {0}, True
     low, high = manifest.depths
@@ -281,7 +317,17 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
                 problems.append(((*at, "gate"), f"gate {claim.gate!r} is never judged for arm {claim.arm!r}"))
             continue
         loop = getattr(claim, "loop", None)
+        per_arm = dict(zip(claim.arms, claim.loops)) if hasattr(claim, "loops") else {}
+        if kind.reads in ("losses", "curve") and (GENERATORS[manifest.generator].reading == "loss") != (
+            kind.reads == "losses" or claim.metric == "loss"
+        ):
+            problems.append(((*at, "manifest"), f"this claim's metric does not fit {manifest.generator} rows"))
+        if kind.reads == "curve":
+            for arm_id in claim.arms:
+                if not any(stage.checkpoint_every for stage in protocol.arm(arm_id).stages):
+                    problems.append((at, f"arm {arm_id!r} records no training curve: give a stage checkpoint_every"))
         for arm_id in [*getattr(claim, "arms", ()), *([claim.arm] if hasattr(claim, "arm") else [])]:
+            loop = per_arm.get(arm_id, loop)
             found = evidence_loops(protocol, arm_id, claim.manifest)
             if found is None:
                 problems.append((at, f"the protocol writes no evidence of arm {arm_id!r} on {claim.manifest!r}"))

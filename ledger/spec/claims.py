@@ -25,8 +25,9 @@ from ledger.spec.protocol import Protocol
 @dataclass(frozen=True)
 class StatisticKind(Kind):
     """A claim statistic. ``reads``: the evidence it is computed from: "rows" (per-row outcomes of its arms at
-    the final reading, or at the claim's ``loop``), "per_depth" (per-depth counts or rows; needs depths) or
-    "gate" (a recorded gate result)."""
+    the final reading, or at the claim's ``loop``), "per_depth" (per-depth counts or rows; needs depths),
+    "gate" (a recorded gate result), "losses" (per-document nats at each arm's ``loops``) or "curve" (every
+    recorded checkpoint of both arms, with its training FLOPs)."""
 
     reads: str = "rows"
 
@@ -107,6 +108,33 @@ class GateClaim(_ClaimCommon):
     expect: Literal["pass", "fail"] = "pass"
 
 
+class _TwoArmsAtLoops(_ClaimCommon):
+    arms: tuple[str, str]
+    loops: tuple[int, int] = Field(description="The test recurrence each arm is read at (1 for a one-pass arm).")
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+
+
+class PairedLossClaim(_TwoArmsAtLoops):
+    """arms[0]'s next-token loss against arms[1]'s on the same documents: a one-sided Wilcoxon signed-rank test
+    of the per-document differences (nats per token). ``less``: arms[0] lower by more than ``margin``;
+    ``at_most``: arms[0] no higher than arms[1] + ``margin`` (non-inferiority)."""
+
+    statistic: Literal["paired_loss"]
+    direction: Literal["less", "at_most"] = "less"
+    margin: float = Field(default=0.0, ge=0, description="Nats per token.")
+
+
+class EqualFlopsClaim(_TwoArmsAtLoops):
+    """arms[0] better than arms[1] at equal training FLOPs: at F, the FLOPs where the earlier-stopping arm
+    stopped, that arm's final checkpoint against the other's curve (``checkpoint_every``) at F. Loss: per
+    document, linear interpolation in FLOPs between the two checkpoints around F, then the paired loss test.
+    Accuracy: the other arm's last checkpoint at or below F (it never gets more compute), exact McNemar."""
+
+    statistic: Literal["at_equal_flops"]
+    metric: Literal["loss", "accuracy"]
+    margin: float = Field(default=0.0, ge=0, description="Nats per token (loss); unused for accuracy.")
+
+
 for _statistic in (
     StatisticKind(
         "paired_exact", PairedExactClaim, "ledger.judge.claims:paired_exact", "exact McNemar on the discordant pairs"
@@ -126,10 +154,30 @@ for _statistic in (
         reads="per_depth",
     ),
     StatisticKind("gate", GateClaim, "ledger.judge.claims:gate", "a recorded gate result", reads="gate"),
+    StatisticKind(
+        "paired_loss",
+        PairedLossClaim,
+        "ledger.judge.language_claims:paired_loss",
+        "paired next-token loss of two arms (Wilcoxon signed-rank)",
+        reads="losses",
+    ),
+    StatisticKind(
+        "at_equal_flops",
+        EqualFlopsClaim,
+        "ledger.judge.language_claims:at_equal_flops",
+        "two arms compared at equal training FLOPs (interpolated over recorded checkpoints)",
+        reads="curve",
+    ),
 ):
     STATISTICS.add(_statistic)
 Claim = Annotated[
-    PairedExactClaim | AccuracyClaim | NonInferiorityClaim | FrontierClaim | GateClaim,
+    PairedExactClaim
+    | AccuracyClaim
+    | NonInferiorityClaim
+    | FrontierClaim
+    | GateClaim
+    | PairedLossClaim
+    | EqualFlopsClaim,
     Field(discriminator="statistic"),
 ]
 check_union(STATISTICS, Claim)

@@ -62,6 +62,6 @@ class LateOptions(StrictModel):
         data = handler(self)
         if isinstance(data, dict):
             for name in self._late_options:
-                if getattr(self, name) == type(self).model_fields[name].default:
+                if getattr(self, name) == type(self).model_fields[name].get_default(call_default_factory=True):
                     data.pop(name, None)
         return data

@@ -15,7 +15,9 @@ from ledger.spec.common import located as _located
 @dataclass(frozen=True)
 class GeneratorKind(Kind):
     """A task generator. ``reading``: "by_loop" rows are read at every loop (a chain of hops, with depths);
-    "choice" rows are multiple choice, read once at loop 1 over their labels."""
+    "choice" rows are multiple choice, read once at loop 1 over their labels; "answer" rows are read against
+    their answer at every evaluation loop (a test-recurrence sweep); "loss" rows are text, measured as
+    next-token loss (nats) at every evaluation loop."""
 
     reading: str = "by_loop"
 
@@ -114,5 +116,93 @@ GENERATORS.add(
         reading="choice",
     )
 )
-ManifestSpec = Annotated[RuleChasingManifest | ArithmeticManifest, Field(discriminator="generator")]
+
+
+class TextManifest(_ManifestCommon):
+    """Documents for next-token training and validation loss (design M); no answer to read."""
+
+    generator: Literal["text"]
+    source: Literal["generated", "word_problems", "python_docs"] = Field(
+        description="generated: sentences in the tiny bases' words; word_problems: worked word problems; "
+        "python_docs: CPython's own reference manual (pydoc_data.topics), pinned by the manifest's hash."
+    )
+    part: Literal["train", "heldout"] = Field(description="Held-out documents are chosen by their text's hash.")
+    documents: int = Field(ge=1)
+    words: int = Field(default=64, ge=8, le=4096, description="About this many words per document.")
+    heldout_fraction: float = Field(default=0.1, gt=0, lt=1)
+
+    @property
+    def size(self) -> int:
+        return self.documents
+
+    def describe(self) -> str:
+        return f"text/{self.source} {self.part} {self.documents} x ~{self.words} words"
+
+    def generator_params(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "part": self.part,
+            "documents": self.documents,
+            "words": self.words,
+            "seed": self.seed,
+            "split": self.split,
+            "heldout_fraction": self.heldout_fraction,
+            "version": self.version,
+        }
+
+
+class WordProblemManifest(_ManifestCommon):
+    """Arithmetic word problems (the GSM8K-like task of design M), answered by one number."""
+
+    generator: Literal["word_problems"]
+    steps: DepthRange = Field(description="[low, high]: transfers per problem (the row's depth).")
+    rows_per_step: int = Field(ge=1)
+    answer_max: int = Field(default=9, ge=1, le=99, description="Answers lie in 0..answer_max (one token each).")
+
+    @model_validator(mode="after")
+    def _steps_ordered(self) -> WordProblemManifest:
+        low, high = self.steps
+        if not 1 <= low <= high:
+            raise _located(f"steps needs 1 <= low <= high, got [{low}, {high}]", ["steps"])
+        return self
+
+    @property
+    def size(self) -> int:
+        return (self.steps[1] - self.steps[0] + 1) * self.rows_per_step
+
+    def describe(self) -> str:
+        return f"word problems, {self.steps[0]}-{self.steps[1]} transfers, answers 0-{self.answer_max}"
+
+    def generator_params(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "split": self.split,
+            "steps": tuple(self.steps),
+            "rows_per_step": self.rows_per_step,
+            "answer_max": self.answer_max,
+            "version": self.version,
+        }
+
+
+GENERATORS.add(
+    GeneratorKind(
+        "text",
+        TextManifest,
+        "ledger.rows.tasks.text:generate_text",
+        "documents for next-token training and validation loss (nats per token at each test recurrence)",
+        reading="loss",
+    )
+)
+GENERATORS.add(
+    GeneratorKind(
+        "word_problems",
+        WordProblemManifest,
+        "ledger.rows.tasks.word_problems:generate_word_problems",
+        "arithmetic word problems: the answer read at every test recurrence",
+        reading="answer",
+    )
+)
+ManifestSpec = Annotated[
+    RuleChasingManifest | ArithmeticManifest | TextManifest | WordProblemManifest, Field(discriminator="generator")
+]
 check_union(GENERATORS, ManifestSpec)

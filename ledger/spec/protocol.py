@@ -22,7 +22,7 @@ from ledger.spec.arms import Arm, DenseArm, RecurrentArm
 from ledger.spec.bases import BaseModelSpec
 from ledger.spec.common import SCHEMA_VERSION, StrictModel
 from ledger.spec.gates import GATE_KINDS, Gate
-from ledger.spec.manifests import GENERATORS, ArithmeticManifest, ManifestSpec, RuleChasingManifest
+from ledger.spec.manifests import GENERATORS, ManifestSpec
 
 
 class Hypothesis(StrictModel):
@@ -97,15 +97,18 @@ class Protocol(StrictModel):
                     )
             _unique_ids(arm.stages, f"arms.{a}.stages", problems, ["arms", a, "stages"])
             for s, stage in enumerate(arm.stages):
-                need("manifest", stage.manifest, manifests, ["arms", a, "stages", s, "manifest"])
-                if stage.manifest in manifests and manifests[stage.manifest].role != "train":
-                    problems.append(
-                        (
-                            f"stage trains on manifest {stage.manifest!r} whose role is "
-                            f"{manifests[stage.manifest].role!r} (training needs role 'train')",
-                            ["arms", a, "stages", s, "manifest"],
+                key = "mixture" if stage.mixture else "manifest"
+                for manifest_id in stage.manifests():
+                    where: list[str | int] = ["arms", a, "stages", s, key, *([manifest_id] if stage.mixture else [])]
+                    need("manifest", manifest_id, manifests, where)
+                    if manifest_id in manifests and manifests[manifest_id].role != "train":
+                        problems.append(
+                            (
+                                f"stage trains on manifest {manifest_id!r} whose role is "
+                                f"{manifests[manifest_id].role!r} (training needs role 'train')",
+                                where,
+                            )
                         )
-                    )
                 for g, gate_id in enumerate(stage.gates):
                     need("gate", gate_id, gates, ["arms", a, "stages", s, "gates", g])
             for m, manifest_id in enumerate(arm.evaluation.manifests):
@@ -161,7 +164,7 @@ class Protocol(StrictModel):
 
     # -- conveniences used by the CLI and runner
 
-    def manifest(self, manifest_id: str) -> RuleChasingManifest | ArithmeticManifest:
+    def manifest(self, manifest_id: str) -> ManifestSpec:
         for spec in self.manifests:
             if spec.id == manifest_id:
                 return spec

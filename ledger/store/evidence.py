@@ -68,3 +68,35 @@ class StoreEvidence:
     def checkpoints_used(self, arm: str, manifest: str) -> set[str]:
         latest = self._latest(arm, manifest)
         return {latest[1]} if latest is not None else set()
+
+    # -- design M: losses, and the training curve
+
+    def losses(self, arm: str, manifest: str, loop: int, checkpoint: str | None = None) -> dict | None:
+        """row id -> (nats, tokens) at test recurrence ``loop``, read by ``checkpoint`` (default: the latest)."""
+        sha = self.manifest_sha256(manifest)
+        if sha is None:
+            return None
+        checkpoint = checkpoint or self.store.latest_checkpoint_on(arm, sha)
+        if checkpoint is None:
+            return None
+        return self.store.measured_losses(sha, arm=arm, checkpoint_sha256=checkpoint, loop=loop) or None
+
+    def curve(self, arm: str, manifest: str) -> list[tuple[str, float]]:
+        """(checkpoint, training FLOPs of its lineage) of every checkpoint of the arm that read the manifest,
+        by FLOPs; checkpoints without a FLOPs record are left out."""
+        sha = self.manifest_sha256(manifest)
+        if sha is None:
+            return []
+        checkpoints = self.store.checkpoints_on(arm, sha)
+        meta = self.store.checkpoint_meta(checkpoints)
+        points = [(c, float(meta[c]["flops_total"])) for c in checkpoints if "flops_total" in meta.get(c, {})]
+        return sorted(points, key=lambda point: point[1])
+
+    def outcomes_at(self, arm: str, manifest: str, loop: int, checkpoint: str) -> dict[str, tuple[int, bool]] | None:
+        """row id -> (depth, correct) of one checkpoint's readings at ``loop``."""
+        sha = self.manifest_sha256(manifest)
+        if sha is None:
+            return None
+        readings = self.store.readings(sha, arm=arm, checkpoint_sha256=checkpoint, loop=loop)
+        found = {r.row_id: (int(r.depth), bool(r.correct)) for r in readings if r.correct is not None}
+        return found or None

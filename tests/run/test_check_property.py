@@ -51,7 +51,8 @@ GROUP_NAMES = sorted({g for kind in (*BRIDGES, *BUDGETS, *ARM_KINDS) for g in ki
 def test_the_strategy_covers_every_registered_kind() -> None:
     """A kind added to a registry must be drawn here too (or this property says nothing about it)."""
     assert set(GATES) == set(GATE_KINDS.names())
-    assert {"split", "concat"} == set(BRIDGES.names()) and {"full_block", "adapter"} == set(BUDGETS.names())
+    assert {"split", "concat"} == set(BRIDGES.names())
+    assert {"full_block", "adapter", "full_model"} == set(BUDGETS.names())
     assert {"forced", "poisson_lognormal"} == set(RECURRENCES.names())
     assert set(ARM_KINDS.names()) == {"recurrent", "dense"}
 
@@ -64,14 +65,14 @@ def sensible(draw: Any) -> bool:
 
 @st.composite
 def stages(draw: Any, kind: str, gate_ids: list[str], dense_objective: str) -> dict:
-    own = [objective.name for objective in OBJECTIVES if objective.arm_kind == kind]
+    own = [objective.name for objective in OBJECTIVES if kind in objective.arm_kinds]
     if kind == "dense" and sensible(draw):
         own = [dense_objective]  # one SFT format per dense arm
     objective = draw(st.sampled_from(own if sensible(draw) else OBJECTIVES.names()))
     stage: dict[str, Any] = {
         "id": f"s{draw(st.integers(0, 99))}",
         "objective": objective,
-        "manifest": "train" if sensible(draw) else "train_d1",
+        "manifest": draw(st.sampled_from(["train", "text_train"])) if sensible(draw) else "train_d1",
         "steps": draw(st.integers(1, 3)),
         "batch_size": draw(st.integers(1, 4)),
         "optimizer": {"kind": draw(st.sampled_from(["adamw", "muon"])), "lr": draw(st.sampled_from([1e-3, 1e-2]))},
@@ -85,11 +86,19 @@ def stages(draw: Any, kind: str, gate_ids: list[str], dense_objective: str) -> d
     if not sensible(draw):
         stage["optimizer"]["group_lrs"] = {draw(st.sampled_from(GROUP_NAMES)): 0.5}
     recurrence = draw(st.sampled_from([None, "forced"])) if sensible(draw) else "poisson_lognormal"
+    if objective == "next_token" and sensible(draw):
+        recurrence = "poisson_lognormal" if kind == "recurrent" else None
     if kind == "recurrent" or not sensible(draw):
         if recurrence == "forced":
             stage["recurrence"] = {"kind": "forced"}
         elif recurrence:
             stage["recurrence"] = {"kind": recurrence, "mean": 2.0, "backprop_depth": 2}
+            if draw(st.booleans()):
+                stage["recurrence"].update(offset="corrected", curriculum="linear", curriculum_fraction=0.5)
+    if objective == "next_token" and draw(st.booleans()):
+        stage["max_tokens"] = 16
+        if stage["steps"] > 1 and sensible(draw):
+            stage["checkpoint_every"] = 1
     if (objective == "anneal") == sensible(draw):
         stage["anneal_fraction"] = 0.5
     stage["gates"] = draw(st.lists(st.sampled_from(gate_ids), unique=True, max_size=2)) if gate_ids else []
@@ -106,7 +115,7 @@ def arms(draw: Any, index: int, gate_ids: list[str], layers: int) -> dict:
     )
     arm["stages"] = stage_list
     evaluation: dict[str, Any] = {
-        "manifests": draw(st.sampled_from([["eval"], ["eval", "tier1"]])),
+        "manifests": draw(st.sampled_from([["eval"], ["eval", "tier1"], ["eval", "text_eval"]])),
         "batch_size": 2,
         "latency_sample_per_depth": 0,
     }
@@ -135,8 +144,8 @@ def arms(draw: Any, index: int, gate_ids: list[str], layers: int) -> dict:
         budgets = [b.name for b in BUDGETS if bridge in b.bridges]
         budget = draw(st.sampled_from(budgets if sensible(draw) else BUDGETS.names()))
         arm["budget"] = (
-            {"kind": "full_block"}
-            if budget == "full_block"
+            {"kind": budget}
+            if budget in ("full_block", "full_model")
             else {
                 "kind": "adapter",
                 "rank": draw(st.integers(1, 2)),
@@ -144,7 +153,7 @@ def arms(draw: Any, index: int, gate_ids: list[str], layers: int) -> dict:
                 "targets": draw(st.lists(st.sampled_from(["q_proj", "v_proj", "down_proj"]), min_size=1, unique=True)),
             }
         )
-        if draw(st.booleans()):
+        if draw(st.booleans()) or ("text_eval" in evaluation["manifests"] and sensible(draw)):
             evaluation["loops"] = draw(st.sampled_from([[1, 2], [1, 2, 3]]))
     if (kind == "dense") == sensible(draw) and draw(st.booleans()):
         evaluation["max_new_tokens"] = 6
@@ -224,6 +233,28 @@ def protocol_documents(draw: Any) -> dict:
                 "split": "test",
             },
             {"id": "tier1", "role": "guardrail", "generator": "arithmetic", "per_op": 1, "seed": 1, "split": "tier1"},
+            {
+                "id": "text_train",
+                "role": "train",
+                "generator": "text",
+                "source": "generated",
+                "part": "train",
+                "documents": 4,
+                "words": 8,
+                "seed": 1,
+                "split": "text",
+            },
+            {
+                "id": "text_eval",
+                "role": "eval",
+                "generator": "text",
+                "source": "generated",
+                "part": "heldout",
+                "documents": 2,
+                "words": 8,
+                "seed": 1,
+                "split": "text",
+            },
         ],
         "arms": arm_list,
         "gates": gates,

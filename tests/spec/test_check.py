@@ -31,6 +31,32 @@ def design_m(data: dict) -> None:
     arm["stages"][0]["recurrence"] = {"kind": "poisson_lognormal", "mean": 4}
 
 
+def mixture_on_a_chain_objective(data: dict) -> None:
+    stage = _arm(data, "A")["stages"][0]
+    del stage["manifest"]
+    stage["mixture"] = {"train": 1.0}
+
+
+def next_token_without_sampled_recurrence(data: dict) -> None:
+    _arm(data, "A")["stages"][0]["objective"] = "next_token"
+
+
+def text_rows(data: dict) -> None:
+    data["manifests"].append(
+        {"id": "text", "role": "eval", "generator": "text", "source": "generated", "part": "heldout",
+         "documents": 4, "seed": 1, "split": "text"}
+    )  # fmt: skip
+
+
+def sweep_at_forced_loops(data: dict) -> None:
+    text_rows(data)
+    _arm(data, "A")["evaluation"]["manifests"].append("text")
+
+
+def checkpoints_past_the_stage(data: dict) -> None:
+    _arm(data, "A")["stages"][0]["checkpoint_every"] = 6
+
+
 def adapter_on_concat(data: dict) -> None:
     _arm(data, "E")["bridge"] = {"kind": "concat"}
 
@@ -86,7 +112,14 @@ def mixed_sft_formats(data: dict) -> None:
 
 
 CASES = {
-    "design_m": (design_m, "'poisson_lognormal' is declared but cannot run"),
+    "design_m": (design_m, "sampled recurrence trains next-token stages only, not 'intermediate'"),
+    "mixture_on_a_chain_objective": (mixture_on_a_chain_objective, "trains on one manifest, not a mixture"),
+    "next_token_without_sampled_recurrence": (
+        next_token_without_sampled_recurrence,
+        "a recurrent next-token stage needs a recurrence schedule (poisson_lognormal)",
+    ),
+    "sweep_at_forced_loops": (sweep_at_forced_loops, "manifest 'text' is read at test recurrences"),
+    "checkpoints_past_the_stage": (checkpoints_past_the_stage, "checkpoint_every must be below the stage's 6 steps"),
     "adapter_on_concat": (adapter_on_concat, "the adapter budget is defined for bridge(s) split only, not 'concat'"),
     "wrong_num_layers": (wrong_num_layers, "bases.tiny.num_layers: says 6 layers but the base"),
     "surgery_outside_the_base": (surgery_outside_the_base, "surgery needs at least 5 decoder layers"),
@@ -182,6 +215,29 @@ CLAIM_CASES = {
             "threshold": 1.0,
         },
         "a frontier_ratio claim needs rows with depths",
+    ),
+    "loss_claim_on_chain_rows": (
+        {
+            "id": "A_loss",
+            "statement": "s",
+            "statistic": "paired_loss",
+            "manifest": "eval",
+            "arms": ["A", "E"],
+            "loops": [1, 1],
+        },
+        "this claim's metric does not fit rule_chasing rows",
+    ),
+    "equal_flops_without_a_curve": (
+        {
+            "id": "A_flops",
+            "statement": "s",
+            "statistic": "at_equal_flops",
+            "metric": "accuracy",
+            "manifest": "eval",
+            "arms": ["A", "E"],
+            "loops": [1, 1],
+        },
+        "arm 'A' records no training curve: give a stage checkpoint_every",
     ),
     "base_never_read_there": (
         {

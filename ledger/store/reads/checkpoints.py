@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -54,6 +55,13 @@ class CheckpointReads(StoreBase):
         """These checkpoints in recording order."""
         c, stmt = _checkpoint_select()
         return self._records(stmt.where(c.c.sha256.in_(list(sha256s))), RecordedCheckpoint)
+
+    def checkpoint_meta(self, sha256s: Iterable[str]) -> dict[str, dict]:
+        """The recorded meta (training record: steps, losses, FLOPs, ...) of these checkpoints; {} where none."""
+        c = table("checkpoints")
+        stmt = select(c.c.sha256, c.c.meta_json).where(c.c.sha256.in_(list(sha256s)))
+        with self._read() as conn:
+            return {sha: json.loads(meta) if meta else {} for sha, meta in conn.execute(stmt)}
 
     def checkpoints_of_run(self, run_id: str, *, stage: str | None = None) -> list[RecordedCheckpoint]:
         """The run's checkpoints (of one stage, if given) in recording order: the last is the latest."""

@@ -7,6 +7,7 @@ chosen, so a final reading is the final one among the readings in scope.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -156,6 +157,38 @@ class EvidenceReads(StoreBase):
         )
         with self._read() as conn:
             return conn.execute(stmt).scalar()
+
+    def checkpoints_on(self, arm: str, manifest_sha256: str) -> list[str]:
+        """Every checkpoint of the arm with readings of the manifest, in recording order (a training curve)."""
+        e, c = table("evidence"), table("checkpoints")
+        stmt = (
+            select(c.c.sha256, c.c.id)
+            .join(e, e.c.checkpoint_sha256 == c.c.sha256)
+            .where(e.c.arm == arm, e.c.manifest_sha256 == manifest_sha256)
+            .distinct()
+            .order_by(c.c.id)
+        )
+        with self._read() as conn:
+            return [sha for sha, _ in conn.execute(stmt)]
+
+    def measured_losses(
+        self, manifest_sha256: str, *, arm: str, checkpoint_sha256: str, loop: int
+    ) -> dict[str, tuple[float, int]]:
+        """row id -> (nats, tokens) of a text manifest read by one checkpoint at one test recurrence."""
+        e = table("evidence")
+        stmt = select(e.c.row_id, e.c.detail_json).where(
+            e.c.manifest_sha256 == manifest_sha256,
+            e.c.arm == arm,
+            e.c.checkpoint_sha256 == checkpoint_sha256,
+            e.c.loop == loop,
+        )
+        found = {}
+        with self._read() as conn:
+            for row_id, detail in conn.execute(stmt.order_by(e.c.id)):
+                measured = json.loads(detail) if detail else {}
+                if "nats" in measured and "tokens" in measured:
+                    found[row_id] = (float(measured["nats"]), int(measured["tokens"]))
+        return found
 
     def seen_rows(self, protocol_sha256s: Iterable[str]) -> list[SeenRow]:
         """Every row (by content) that a run of these protocols has evidence on."""

@@ -1,0 +1,103 @@
+"""An arm's next-token stages and its test-recurrence sweeps (design M), for recurrent and dense arms alike.
+
+Training: a ``next_token`` stage turns its rows into documents (``arms.train.language``), draws the
+step's recurrence (``arms.train.recurrence.stage_recurrence``: curriculum, sampler seeded by the step) and
+records what the step cost: iterations, iterations with gradient, tokens, and FLOPs by the seed's rule
+(``arms.model.flops``). Evaluation: text rows are measured as nats per token at every test recurrence;
+question rows ("answer" reading) are read by the shared reader against their answer at every test
+recurrence. A dense arm (the non-recurrent control) is one pass: it is read at loop 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from arms.model.flops import fixed_depth_flops_per_token, recurrent_counts
+from arms.train.language import document_text, encode_documents, next_token_loss, sweep_nats
+from arms.train.recurrence import stage_recurrence
+
+
+def _seed(*parts: Any) -> int:
+    from arms.runtime import derived_seed
+
+    return derived_seed(*parts)
+
+
+def flops_rule(runtime: Any):
+    """A function (loops, grad_loops) -> training FLOPs per token for this arm's model."""
+    model = runtime.model
+    if hasattr(model, "surgery"):
+        counts = recurrent_counts(model.surgery, model.bridge)
+        return lambda loops, grad_loops: counts.flops_per_token(loops, grad_loops)
+    per_token = fixed_depth_flops_per_token(model)
+    return lambda loops, grad_loops: per_token
+
+
+def text_loss(runtime: Any, rows, stage: Any, step: int) -> torch.Tensor:
+    """The loss of one next-token step, with the step's record (``runtime.step_records[step]``)."""
+    texts = [document_text(row, runtime.reader) for row in rows]
+    ids, mask = encode_documents(texts, runtime.tokenizer, stage.max_tokens, runtime.device)
+    loops, grad_loops, mean = 1, 1, 1.0
+    generator = None
+    if stage.recurrence is not None:
+        draw = stage_recurrence(stage.recurrence, step, stage.steps, _seed(runtime.arm.id, stage.id, "recurrence"))
+        loops, grad_loops, mean = draw.loops, draw.grad_loops, draw.mean
+        # a fresh s0 per step (the seed samples it every forward), the same on every rank and resume
+        generator = torch.Generator(device=runtime.device).manual_seed(_seed(runtime.arm.id, stage.id, step, "s0"))
+    tokens = int((mask[:, 1:] * mask[:, :-1]).sum())
+    per_token = runtime.flops_per_token(loops, grad_loops)
+    runtime.step_records[step] = {
+        "loops": loops,
+        "grad_loops": grad_loops,
+        "mean": mean,
+        "tokens": tokens,
+        "flops": per_token * tokens,
+    }
+    return next_token_loss(runtime.model, ids, mask, loops=loops, no_grad_loops=loops - grad_loops, generator=generator)
+
+
+def sweep_loops(runtime: Any, evaluation: Any) -> list[int]:
+    """The test recurrences an arm is read at: its evaluation loops, or 1 for a one-pass model."""
+    if hasattr(runtime.model, "surgery") and evaluation.loops != "forced":
+        return sorted(set(evaluation.loops))
+    return [1]
+
+
+def read_losses(runtime: Any, rows, evaluation: Any, max_tokens: int) -> list:
+    """Text rows: nats and tokens of each document at every test recurrence (readings without an answer)."""
+    from arms.runtime import Reading
+
+    loops = sweep_loops(runtime, evaluation)
+    readings = []
+    for start in range(0, len(rows), evaluation.batch_size):
+        chunk = rows[start : start + evaluation.batch_size]
+        ids, mask = encode_documents([row.prompt for row in chunk], runtime.tokenizer, max_tokens, runtime.device)
+        swept = sweep_nats(runtime.model, ids, mask, loops)
+        for loop, (nats, tokens) in sorted(swept.items()):
+            for b, row in enumerate(chunk):
+                detail = {"nats": float(nats[b]), "tokens": int(tokens[b])}
+                readings.append(Reading(row.row_id, loop, None, None, detail=detail))
+    return readings
+
+
+def read_answers(runtime: Any, rows, evaluation: Any) -> list:
+    """Question rows read against their answer at every test recurrence, by the shared reader."""
+    from arms.runtime import Reading, _finite
+
+    loops = sweep_loops(runtime, evaluation)
+    readings = []
+    for start in range(0, len(rows), evaluation.batch_size):
+        chunk = rows[start : start + evaluation.batch_size]
+        with torch.inference_mode():
+            if hasattr(runtime.model, "surgery"):
+                logits = runtime.readouts(chunk, max(loops))  # [loops, batch, symbols]
+            else:
+                logits = runtime.loop1_logits(chunk).unsqueeze(0)
+        for b, row in enumerate(chunk):
+            for loop in loops:
+                scores = logits[loop - 1, b].float().cpu().numpy()
+                read = runtime.reader.decode_scores(scores, row, target=row.answer)
+                readings.append(Reading(row.row_id, loop, read.prediction, read.correct, _finite(read.margin)))
+    return readings

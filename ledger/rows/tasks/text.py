@@ -1,0 +1,158 @@
+"""Text documents for language-model training and validation loss (design M).
+
+Two sources, both deterministic and named in the protocol:
+
+- ``generated``: sentences from a small grammar over the words of the shipped tiny bases'
+  vocabulary (names, numbers, tables, points), so a word-level tokenizer of 328 tokens
+  reads every word. The tiny bases' "general text".
+- ``word_problems``: worked word problems (``ledger.rows.tasks.word_problems``), each followed by the
+  reader's answer line, packed into documents: the task's own text, for a held-out task loss.
+- ``python_docs``: the Python reference manual that ships with CPython itself
+  (``pydoc_data.topics``, the text ``help()`` shows), split into paragraphs and packed into
+  documents of about ``words`` words. Real English prose, no hub. The rows record the
+  Python version they were read from; another version's text gives another manifest hash,
+  which a registered protocol then refuses (the text is pinned by its hash, not its name).
+
+Held-out documents are chosen by the SHA-256 of their own text (``heldout_fraction``), never
+by the seed, so the ``train`` and ``heldout`` parts of one source are disjoint whatever seeds
+the two manifests use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import random
+
+from ledger.rows.manifest import Row
+from ledger.rows.tasks.seeds import row_rng
+
+GENERATOR = "text"
+SUPPORTED_VERSIONS = (1,)
+SOURCES = ("generated", "word_problems", "python_docs")
+NAMES = ("Amy", "Ann", "Ben", "Bob", "Dan", "Emma", "Eve", "Jack", "Jane", "Jim", "Joe", "John")
+LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWX")
+
+
+def _sentence(rng: random.Random) -> str:
+    """One sentence of the generated source (every word is in the tiny bases' vocabulary)."""
+    name, other = rng.sample(NAMES, 2)
+    a, b = rng.randint(0, 99), rng.randint(0, 99)
+    pairs = rng.sample(LETTERS, 4)
+    choice = rng.randrange(6)
+    if choice == 0:
+        return f"{name} has {a} points and {other} has {b} points ."
+    if choice == 1:
+        return f"The table keeps {pairs[0]} -> {pairs[1]} , {pairs[2]} -> {pairs[3]} ."
+    if choice == 2:
+        return f"Each day {name} passes {a % 10} points to {other} ."
+    if choice == 3:
+        return f"After {a % 10} days {name} has {b} points ."
+    if choice == 4:
+        return f"The value of {pairs[0]} is {pairs[1]} according to the table ."
+    return f"{a} + {b} is {a + b} and {name} keeps it ."
+
+
+def _generated_documents(seed: int, split: str, version: int, n: int, words: int) -> list[str]:
+    documents = []
+    for index in range(n):
+        rng = row_rng(f"{GENERATOR}/generated", version, seed, split, 0, index)
+        sentences: list[str] = []
+        while sum(len(s.split()) for s in sentences) < words:
+            sentences.append(_sentence(rng))
+        documents.append(" ".join(sentences))
+    return documents
+
+
+def _problem_documents(seed: int, split: str, version: int, n: int, words: int) -> list[str]:
+    from ledger.rows.tasks.word_problems import generate_word_problems
+
+    problems = generate_word_problems(seed=seed, split=split, steps=(1, 4), rows_per_step=n * max(1, words // 24))
+    order = row_rng(f"{GENERATOR}/word_problems", version, seed, split, 0, 0)
+    order.shuffle(problems)
+    worked = [f"{row.prompt}\nAnswer: {row.answer}" for row in problems]
+    documents, current = [], []
+    for text in worked:
+        current.append(text)
+        if sum(len(t.split()) for t in current) >= words:
+            documents.append("\n".join(current))
+            current = []
+        if len(documents) == n:
+            break
+    return documents
+
+
+def python_docs_paragraphs() -> list[str]:
+    """Every paragraph of CPython's own reference manual (``pydoc_data.topics``), in topic-name order."""
+    from pydoc_data.topics import topics
+
+    paragraphs = []
+    for name in sorted(topics):
+        for block in topics[name].split("\n\n"):
+            text = " ".join(block.split())
+            if len(text.split()) >= 8:  # headings and one-line code fragments carry little text
+                paragraphs.append(text)
+    return paragraphs
+
+
+def _packed(paragraphs: list[str], words: int) -> list[str]:
+    """Consecutive paragraphs packed into documents of at least ``words`` words (cut at ``2 x words``)."""
+    documents, current = [], []
+    for paragraph in paragraphs:
+        current.append(paragraph)
+        if sum(len(p.split()) for p in current) >= words:
+            documents.append(" ".join(" ".join(current).split()[: 2 * words]))
+            current = []
+    return documents
+
+
+def _held_out(text: str, fraction: float) -> bool:
+    digest = hashlib.sha256(("ledger/text/heldout:" + text).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
+def generate_text(
+    *,
+    source: str,
+    part: str,
+    documents: int,
+    words: int,
+    seed: int,
+    split: str,
+    heldout_fraction: float = 0.1,
+    version: int = 1,
+) -> list[Row]:
+    """``documents`` text rows of about ``words`` words from ``source``'s ``part`` (train | heldout)."""
+    if version not in SUPPORTED_VERSIONS:
+        raise ValueError(f"text version {version!r} is not supported (supported: {SUPPORTED_VERSIONS})")
+    if source not in SOURCES:
+        raise ValueError(f"text source must be one of {SOURCES}, got {source!r}")
+    meta = {"generator": GENERATOR, "version": version, "source": source, "part": part, "seed": seed}
+    if source == "generated":
+        # a fresh stream per part: the split name and part are both in every document's seed
+        pool = _generated_documents(seed, f"{split}-{part}", version, documents, words)
+    elif source == "word_problems":
+        pool = _problem_documents(seed, f"{split}-{part}", version, documents, words)
+    else:
+        packed = _packed(python_docs_paragraphs(), words)
+        pool = [doc for doc in packed if _held_out(doc, heldout_fraction) == (part == "heldout")]
+        row_rng(f"{GENERATOR}/order", version, seed, split, 0, 0).shuffle(pool)
+        if len(pool) < documents:
+            raise ValueError(
+                f"python_docs has {len(pool)} {part} documents of {words} words here, fewer than the {documents} asked"
+            )
+        pool = pool[:documents]
+        meta["python"] = platform.python_version()
+    return [
+        Row(
+            row_id=f"{split}_{index:05d}",
+            task="text",
+            surface="text",
+            depth=0,
+            prompt=text,
+            answer="",
+            symbols=[],
+            meta={**meta, "index": index},
+        )
+        for index, text in enumerate(pool)
+    ]

@@ -1,0 +1,159 @@
+"""One stage of an arm: train, checkpoint (with the stage's training record and FLOPs), gates.
+
+A mixin of ``Runner`` (``ledger/run/runner.py``). A stage with ``checkpoint_every`` also records a
+checkpoint every that many steps, each read on the arm's evaluation manifests: the training curve
+that equal-FLOPs claims interpolate over. Every checkpoint's meta holds what its steps cost: per step
+the iterations drawn, the iterations with gradient and the tokens; their FLOPs by design M's rule
+(``arms.model.flops``), and ``flops_total``, the FLOPs of the whole lineage from the base (the parent's
+total plus this span's). Training is seeded by the step, so a stage re-run after a crash reproduces
+its intermediate checkpoints byte for byte: they are found recorded, not recorded twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ledger.run.stage_gates import StageGates
+
+log = logging.getLogger("ledger.run")
+
+
+def training_record(records: dict[int, dict], steps: range) -> dict[str, Any]:
+    """What the steps of one checkpoint's span cost (empty for stages that keep no step record)."""
+    span = [records[step] for step in steps if step in records]
+    if not span:
+        return {}
+    flops = sum(record["flops"] for record in span)
+    return {
+        "recurrences": [record["loops"] for record in span],
+        "grad_recurrences": [record["grad_loops"] for record in span],
+        "step_tokens": [record["tokens"] for record in span],
+        "tokens": sum(record["tokens"] for record in span),
+        "flops": flops,
+        "mean_recurrence": sum(record["loops"] for record in span) / len(span),
+        "nominal_mean_recurrence": sum(record["mean"] for record in span) / len(span),
+    }
+
+
+class StageTraining(StageGates):
+    # set by Runner
+    world: Any
+    objects: Any
+    _status_ok: str
+    _bar: Any
+
+    def stage_inputs(self, arm, stage) -> tuple[Any, tuple]:
+        """The rows a stage trains on (a list, or a ``Mixture`` of pools) and the seed parts of its draws
+        (the same on every rank)."""
+        seed_parts = (self.protocol.seed, arm.id, stage.id)
+        if not stage.mixture:
+            return list(self.manifests[stage.manifest].rows), seed_parts
+        from arms.runtime import Mixture
+
+        pools = tuple(list(self.manifests[name].rows) for name in stage.mixture)
+        return Mixture(pools, tuple(float(weight) for weight in stage.mixture.values())), seed_parts
+
+    def _flops_before(self, parent: str) -> float:
+        return float(self.store.checkpoint_meta([parent]).get(parent, {}).get("flops_total", 0.0))
+
+    def _meta(self, arm, stage, runtime, losses: list[float], steps: range, parent: str) -> dict[str, Any]:
+        record = training_record(runtime.step_records, steps)
+        meta: dict[str, Any] = {
+            "objective": stage.objective,
+            "steps": len(steps),
+            "step_range": [steps.start, steps.stop],
+            "losses": losses[steps.start : steps.stop],  # per step (the mean over the ranks of a data-parallel run)
+            "ranks": self.world.size,
+            **record,
+            **self.device_info(arm.id),
+        }
+        if record:
+            meta["flops_total"] = self._flops_before(parent) + record["flops"]
+        return meta
+
+    def _train_stage(self, runtime, arm, stage, run_id: str, parent: str):
+        from arms.runtime import TrainingDiverged
+
+        rows, seed_parts = self.stage_inputs(arm, stage)
+        log.info("arm %s stage %s: %s x %d steps", arm.id, stage.id, stage.objective, stage.steps)
+        diverged = None
+        losses: list[float] = []
+        span: dict[str, Any] = {"start": 0, "parent": parent}
+
+        def stepped(step: int, loss: float) -> None:
+            losses.append(loss)
+            advance(1, loss)
+
+        def intermediate(step: int) -> None:
+            """A checkpoint after ``step`` steps of the stage, read on the arm's evaluation manifests."""
+            steps = range(span["start"], step)
+            written = runtime.save(
+                self.objects.temporary(f"{arm.id}-{stage.id}@{step}.safetensors"),
+                {"protocol": self.sha, "arm": arm.id, "stage": f"{stage.id}@{step}", "parent": span["parent"]},
+            )
+            sha, path = self.objects.put(written)
+            meta = self._meta(arm, stage, runtime, losses, steps, span["parent"])
+            self.store.add_checkpoint(
+                sha256=sha,
+                path=path,
+                arm=arm.id,
+                status=self._status_ok,
+                parent_sha256=span["parent"],
+                run_id=run_id,
+                stage=f"{stage.id}@{step}",
+                meta=meta,
+            )
+            self.evaluate_checkpoint(runtime, arm, run_id, sha)
+            log.info("arm %s stage %s: checkpoint %s after %d steps", arm.id, stage.id, sha, step)
+            span.update(start=step, parent=sha)
+
+        self.world.tell(("train", stage.id))
+        with self._bar(f"{arm.id} {stage.id}", stage.steps, show_loss=True) as advance:
+            try:
+                runtime.train_stage(
+                    stage,
+                    rows,
+                    seed_parts,
+                    progress=stepped,
+                    world=self.world,
+                    checkpoint=intermediate if stage.checkpoint_every else None,
+                )
+            except TrainingDiverged as exc:
+                diverged = str(exc)
+        parent = str(span["parent"])
+        # written to a temporary name, then moved to its content name (objects/sha256/ab/...)
+        written = runtime.save(
+            self.objects.temporary(f"{arm.id}-{stage.id}.safetensors"),
+            {"protocol": self.sha, "arm": arm.id, "stage": stage.id, "parent": parent},
+        )
+        gates = self._stage_gates(runtime, arm, stage)
+        if diverged:
+            gates.append(
+                {
+                    "gate": f"{stage.id}:finite_loss",
+                    "passed": False,
+                    "action": "stop",
+                    "metric": "loss",
+                    "detail": {"summary": diverged},
+                }
+            )
+        failed = any(not g["passed"] and g["action"] == "stop" for g in gates)
+        sha, path = self.objects.put(written)
+        sha = self.store.add_checkpoint(
+            sha256=sha,
+            path=path,
+            arm=arm.id,
+            status="failed" if failed else self._status_ok,
+            parent_sha256=parent,
+            run_id=run_id,
+            stage=stage.id,
+            gate_results=[{k: v for k, v in g.items() if k != "readings"} for g in gates],
+            meta=self._meta(arm, stage, runtime, losses, range(int(span["start"]), len(losses)), parent),
+        )
+        self._write_gate_evidence(runtime, arm, stage, sha, run_id, computed=gates)
+        log.info("arm %s stage %s: checkpoint %s (%s)", arm.id, stage.id, sha, "failed" if failed else self._status_ok)
+        return sha, gates
+
+    def evaluate_checkpoint(self, runtime, arm, run_id: str, checkpoint: str) -> None:
+        raise NotImplementedError  # Runner's

@@ -1,0 +1,119 @@
+"""How a stage trains: optimiser and learning-rate schedule, and the recurrence schedule of each step."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from ledger.registry import Kind, Registry, check_union
+from ledger.spec.common import LateOptions as _LateOptions
+from ledger.spec.common import StrictModel
+from ledger.spec.common import located as _located
+
+
+@dataclass(frozen=True)
+class RecurrenceKind(Kind):
+    """How many loops a training step runs."""
+
+
+RECURRENCES: Registry[RecurrenceKind] = Registry("recurrence schedule")
+
+
+class LrSchedule(StrictModel):
+    """How a stage's learning rate moves: a multiplier on every group's lr (ratios kept)."""
+
+    kind: Literal["constant", "cosine", "linear"]
+    warmup_steps: int = Field(default=0, ge=0, description="Linear warm-up from lr/warmup_steps to lr.")
+    min_lr_ratio: float = Field(default=0.1, ge=0, le=1, description="cosine/linear: the last step's lr is lr x this.")
+
+    def scale(self, step: int, steps: int) -> float:
+        """The multiplier at 0-based ``step`` of ``steps``."""
+        if self.warmup_steps and step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        if self.kind == "constant":
+            return 1.0
+        span = max(steps - self.warmup_steps, 1)
+        progress = min(max(step - self.warmup_steps, 0) / span, 1.0)
+        floor = self.min_lr_ratio
+        if self.kind == "linear":
+            return floor + (1 - floor) * (1 - progress)
+        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class Optimizer(_LateOptions):
+    kind: Literal["adamw", "muon"] = "adamw"
+    lr: float = Field(gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    group_lrs: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per-tensor-group learning-rate multipliers (e.g. bridge_p: 0.1). Groups are whole tensors.",
+    )
+    schedule: LrSchedule | None = Field(default=None, description="Learning-rate schedule; none: constant lr.")
+
+    _late_options = ("schedule",)
+
+
+class ForcedRecurrence(StrictModel):
+    kind: Literal["forced"]
+
+
+class PoissonLognormalRecurrence(StrictModel):
+    """Design M's sampled recurrence: r ~ Poisson(LogNormal) + 1 per step, the last ``backprop_depth`` with gradient.
+
+    The published sampler's mean is ``max(k, s) + 1``, not ``k`` (``arms.train.recurrence``). ``offset``
+    says how that is handled: ``published`` draws exactly the seed's sampler (and its FLOPs are counted at
+    the realised draws, so the +1 is paid and recorded); ``corrected`` draws with mean exactly ``k`` for every
+    ``k >= 1`` (a curriculum mean below ``s`` then really is below ``s``). A ``published`` curriculum that
+    starts below ``backprop_depth`` is refused: its first part would be a no-op (the mean stays ``s + 1``).
+    """
+
+    kind: Literal["poisson_lognormal"]
+    mean: float = Field(gt=0, description="k: the nominal mean recurrence (the seed's train recurrence).")
+    sigma: float = Field(default=0.5, gt=0)
+    backprop_depth: int = Field(default=8, ge=1, description="s: the last min(s, r) iterations record gradients.")
+    offset: Literal["published", "corrected"] = "published"
+    curriculum: Literal["none", "linear", "one_minus_sqrt"] = "none"
+    curriculum_start: float = Field(default=1.0, gt=0, description="The mean at step 0 of a curriculum.")
+    curriculum_fraction: float = Field(default=0.0, ge=0, le=1, description="The ramp's share of the stage's steps.")
+    backprop_curriculum: Literal["none", "linear", "one_minus_sqrt"] = Field(
+        default="none", description="Also ramp the backprop depth from backprop_start to backprop_depth."
+    )
+    backprop_start: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _curricula(self) -> PoissonLognormalRecurrence:
+        ramps = self.curriculum != "none" or self.backprop_curriculum != "none"
+        if ramps and self.curriculum_fraction == 0:
+            raise _located("a curriculum needs curriculum_fraction > 0 (the share of steps it ramps over)", [])
+        if self.curriculum != "none" and self.curriculum_start > self.mean:
+            raise _located(
+                f"curriculum_start {self.curriculum_start} is above the mean {self.mean}", ["curriculum_start"]
+            )
+        if self.backprop_curriculum != "none" and self.backprop_start > self.backprop_depth:
+            raise _located("backprop_start is above backprop_depth", ["backprop_start"])
+        if self.offset == "published" and self.curriculum != "none" and self.curriculum_start < self.backprop_depth:
+            raise _located(
+                f"with offset: published the sampler's mean is max(k, s) + 1, so a curriculum from "
+                f"{self.curriculum_start} below backprop_depth {self.backprop_depth} draws mean "
+                f"{self.backprop_depth + 1} until k reaches s: use offset: corrected, or start at s",
+                ["curriculum_start"],
+            )
+        return self
+
+
+RECURRENCES.add(
+    RecurrenceKind("forced", ForcedRecurrence, "arms.train.recurrence:ForcedRecurrence", "loops = the row's depth")
+)
+RECURRENCES.add(
+    RecurrenceKind(
+        "poisson_lognormal",
+        PoissonLognormalRecurrence,
+        "arms.train.recurrence:PoissonLognormalSampler",
+        "design M's sampled recurrence (mean, sigma, truncated backprop, curricula)",
+    )
+)
+Recurrence = Annotated[ForcedRecurrence | PoissonLognormalRecurrence, Field(discriminator="kind")]
+check_union(RECURRENCES, Recurrence)
