@@ -130,6 +130,9 @@ class TextManifest(_ManifestCommon):
     documents: int = Field(ge=1)
     words: int = Field(default=64, ge=8, le=4096, description="About this many words per document.")
     heldout_fraction: float = Field(default=0.1, gt=0, lt=1)
+    answer_format: Literal["digits", "words"] = Field(
+        default="digits", description="source word_problems: answers as digits or as number words."
+    )
 
     @property
     def size(self) -> int:
@@ -147,6 +150,7 @@ class TextManifest(_ManifestCommon):
             "seed": self.seed,
             "split": self.split,
             "heldout_fraction": self.heldout_fraction,
+            "answer_format": self.answer_format,
             "version": self.version,
         }
 
@@ -158,12 +162,18 @@ class WordProblemManifest(_ManifestCommon):
     steps: DepthRange = Field(description="[low, high]: transfers per problem (the row's depth).")
     rows_per_step: int = Field(ge=1)
     answer_max: int = Field(default=9, ge=1, le=99, description="Answers lie in 0..answer_max (one token each).")
+    answer_format: Literal["digits", "words"] = Field(
+        default="digits",
+        description="digits, or English number words (for tokenizers that split ' 5' into a space and a digit).",
+    )
 
     @model_validator(mode="after")
     def _steps_ordered(self) -> WordProblemManifest:
         low, high = self.steps
         if not 1 <= low <= high:
             raise _located(f"steps needs 1 <= low <= high, got [{low}, {high}]", ["steps"])
+        if self.answer_format == "words" and self.answer_max > 20:
+            raise _located("answers as words go up to twenty", ["answer_max"])
         return self
 
     @property
@@ -180,6 +190,7 @@ class WordProblemManifest(_ManifestCommon):
             "steps": tuple(self.steps),
             "rows_per_step": self.rows_per_step,
             "answer_max": self.answer_max,
+            "answer_format": self.answer_format,
             "version": self.version,
         }
 

@@ -64,10 +64,12 @@ def _generated_documents(seed: int, split: str, version: int, n: int, words: int
     return documents
 
 
-def _problem_documents(seed: int, split: str, version: int, n: int, words: int) -> list[str]:
+def _problem_documents(seed: int, split: str, version: int, n: int, words: int, answer_format: str) -> list[str]:
     from ledger.rows.tasks.word_problems import generate_word_problems
 
-    problems = generate_word_problems(seed=seed, split=split, steps=(1, 4), rows_per_step=n * max(1, words // 24))
+    problems = generate_word_problems(
+        seed=seed, split=split, steps=(1, 4), rows_per_step=n * max(1, words // 24), answer_format=answer_format
+    )
     order = row_rng(f"{GENERATOR}/word_problems", version, seed, split, 0, 0)
     order.shuffle(problems)
     worked = [f"{row.prompt}\nAnswer: {row.answer}" for row in problems]
@@ -120,6 +122,7 @@ def generate_text(
     seed: int,
     split: str,
     heldout_fraction: float = 0.1,
+    answer_format: str = "digits",
     version: int = 1,
 ) -> list[Row]:
     """``documents`` text rows of about ``words`` words from ``source``'s ``part`` (train | heldout)."""
@@ -132,7 +135,7 @@ def generate_text(
         # a fresh stream per part: the split name and part are both in every document's seed
         pool = _generated_documents(seed, f"{split}-{part}", version, documents, words)
     elif source == "word_problems":
-        pool = _problem_documents(seed, f"{split}-{part}", version, documents, words)
+        pool = _problem_documents(seed, f"{split}-{part}", version, documents, words, answer_format)
     else:
         packed = _packed(python_docs_paragraphs(), words)
         pool = [doc for doc in packed if _held_out(doc, heldout_fraction) == (part == "heldout")]

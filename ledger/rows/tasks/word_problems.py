@@ -21,6 +21,15 @@ from ledger.rows.tasks.text import NAMES
 
 GENERATOR = "word_problems"
 SUPPORTED_VERSIONS = (1,)
+# answers as words for tokenizers that split " 5" into a space and a digit (SmolLM2: " five" is one token)
+NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty"
+).split()
+
+
+def answer_symbol(value: int, answer_format: str) -> str:
+    return NUMBER_WORDS[value] if answer_format == "words" else str(value)
 
 
 def _problem(rng, steps: int, answer_max: int) -> tuple[str, list[int], str]:
@@ -47,12 +56,22 @@ def _problem(rng, steps: int, answer_max: int) -> tuple[str, list[int], str]:
 
 
 def generate_word_problems(
-    *, seed: int, split: str, steps: tuple[int, int], rows_per_step: int, answer_max: int = 9, version: int = 1
+    *,
+    seed: int,
+    split: str,
+    steps: tuple[int, int],
+    rows_per_step: int,
+    answer_max: int = 9,
+    answer_format: str = "digits",
+    version: int = 1,
 ) -> list[Row]:
-    """``rows_per_step`` problems for each number of transfers in ``steps`` (inclusive), ids ``{split}_s{k}_{i}``."""
+    """``rows_per_step`` problems for each number of transfers in ``steps`` (inclusive), ids ``{split}_s{k}_{i}``;
+    answers as digits, or as English number words (``answer_format: words``, up to twenty)."""
     if version not in SUPPORTED_VERSIONS:
         raise ValueError(f"word_problems version {version!r} is not supported (supported: {SUPPORTED_VERSIONS})")
-    symbols = [str(value) for value in range(answer_max + 1)]
+    if answer_format == "words" and answer_max >= len(NUMBER_WORDS):
+        raise ValueError(f"answers as words go up to {len(NUMBER_WORDS) - 1}, not {answer_max}")
+    symbols = [answer_symbol(value, answer_format) for value in range(answer_max + 1)]
     rows = []
     low, high = steps
     for depth in range(low, high + 1):
@@ -70,8 +89,8 @@ def generate_word_problems(
                     surface="word_problem",
                     depth=depth,
                     prompt=prompt,
-                    answer=str(trail[-1]),
-                    path=[str(value) for value in trail],
+                    answer=answer_symbol(trail[-1], answer_format),
+                    path=[answer_symbol(value, answer_format) for value in trail],
                     symbols=symbols,
                     meta={"generator": GENERATOR, "version": version, "seed": seed, "split": split, "asked": asked},
                 )
