@@ -213,6 +213,8 @@ class RecurrentRuntime(ArmRuntime):
         from arms.model.recurrent import RecurrentLM
 
         if getattr(arm, "layers_init", "pretrained") == "random":
+            from arms.runtime_language import reinitialise
+
             reinitialise(base_model, derived_seed(arm.id, "random-init"))
         model = RecurrentLM.from_spec(base_model, arm)
         apply_budget = BUDGETS.implementation(arm.budget.kind)
@@ -252,11 +254,22 @@ class RecurrentRuntime(ArmRuntime):
             anneal_weight(step, stage.steps, stage.anneal_fraction) if "anneal_fraction" in objective.reads else None
         )
         batch = make_recurrent_batch(rows, self.reader, device=self.device)
+        # FLOPs by the seed's rule: each row runs its own depth, every iteration with gradient (stop_at_depth)
+        tokens, depths = batch.attention_mask.sum(1).tolist(), batch.depths.tolist()
+        self.step_records[step] = {
+            "loops": max(depths),
+            "grad_loops": max(depths),
+            "mean": sum(depths) / len(depths),
+            "tokens": sum(tokens),
+            "flops": sum(t * self.flops_per_token(d, d) for t, d in zip(tokens, depths)),
+        }
         return recurrent_loss(self.model, batch, objective=stage.objective, anneal_weight=weight).loss
 
     def evaluate(self, rows, evaluation) -> list[Reading]:
         """Forced depth: each row read at every loop 1..depth in one forward (rows batched by depth)."""
         if rows and rows[0].task in SWEPT_TASKS:
+            from arms.runtime_language import read_sweep
+
             return read_sweep(self, rows, evaluation)
         readings: list[Reading] = []
         by_depth: dict[int, list] = {}
@@ -330,6 +343,9 @@ class DenseRuntime(ArmRuntime):
             return text_loss(self, rows, stage, step)
         mode = OBJECTIVES[stage.objective].target_format
         batch = collate_sft(build_sft_examples(rows, self.reader, mode=mode), self.tokenizer)
+        tokens = int(batch["attention_mask"].sum())
+        flops = tokens * self.flops_per_token(1, 1)  # 6 N D
+        self.step_records[step] = {"loops": 1, "grad_loops": 1, "mean": 1.0, "tokens": tokens, "flops": flops}
         return self.model(**_on(batch, self.device)).loss
 
     def loop1_logits(self, rows):
@@ -341,6 +357,8 @@ class DenseRuntime(ArmRuntime):
         from arms.dense.generate import DenseArm
 
         if rows and rows[0].task in SWEPT_TASKS:
+            from arms.runtime_language import read_sweep
+
             return read_sweep(self, rows, evaluation)
 
         assert self.mode is not None  # every dense objective has a target format (ledger.spec.arms)
@@ -364,22 +382,7 @@ class DenseRuntime(ArmRuntime):
         return readings
 
 
-def reinitialise(model, seed: int) -> None:
-    """Every module of a transformers model re-drawn by the model's own init (``_init_weights``), seeded."""
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        model.apply(model._init_weights)
-
-
 SWEPT_TASKS = ("text", "word_problem")  # rows read at every test recurrence (design M's evaluation)
-
-
-def read_sweep(runtime: ArmRuntime, rows, evaluation) -> list[Reading]:
-    from arms.runtime_language import read_answers, read_losses
-
-    if rows[0].task == "text":
-        return read_losses(runtime, rows, evaluation, evaluation.max_tokens)
-    return read_answers(runtime, rows, evaluation)
 
 
 def build_runtime(arm: Any, base_model, tokenizer, reader: Reader) -> ArmRuntime:

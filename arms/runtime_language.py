@@ -101,3 +101,17 @@ def read_answers(runtime: Any, rows, evaluation: Any) -> list:
                 read = runtime.reader.decode_scores(scores, row, target=row.answer)
                 readings.append(Reading(row.row_id, loop, read.prediction, read.correct, _finite(read.margin)))
     return readings
+
+
+def reinitialise(model, seed: int) -> None:
+    """Every module of a transformers model re-drawn by the model's own init (``_init_weights``), seeded."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        model.apply(model._init_weights)
+
+
+def read_sweep(runtime: Any, rows, evaluation) -> list:
+    """A manifest read at every test recurrence: text rows as loss, question rows against their answer."""
+    if rows[0].task == "text":
+        return read_losses(runtime, rows, evaluation, evaluation.max_tokens)
+    return read_answers(runtime, rows, evaluation)

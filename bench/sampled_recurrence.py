@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
+from arms.device import device_name
 from arms.model.budgets import full_model_budget
 from arms.model.flops import recurrent_counts
 from arms.model.recurrent import RecurrentLM
@@ -201,13 +202,7 @@ def measure_optimizers(model, groups, ids, mask, repeats: int, muon_repeats: int
 
 
 def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    return device_name(torch.device("cpu"))
 
 
 def main(argv=None) -> int:

@@ -62,6 +62,7 @@ from ledger.report.sections import (
     lineage_html,
     slug,
 )
+from ledger.report.sweeps import sweeps_html
 from ledger.store import Store
 
 __all__ = [
@@ -257,6 +258,17 @@ def write_report(
         "same environment share a row.</p>"
     )
     body.append(environment_html(run_environments(store, shas)))
+    body.append("</section>")
+
+    # 7. design M: test-recurrence sweeps and training FLOPs
+    body.append('<section id="sweeps"><h2>7. Test-recurrence sweeps and training FLOPs</h2>')
+    body.append(
+        '<p class="note">Text manifests: next-token loss (nats per token, summed over every document and divided '
+        "by its tokens) of each arm's latest checkpoint at every test recurrence; word problems: accuracy at every "
+        "test recurrence. Then every checkpoint's training record: its steps, realised mean recurrence, tokens, "
+        "FLOPs by the seed's rule ((6 N1 + 2 N2) D; 6 N D at fixed depth) and the FLOPs of its whole lineage.</p>"
+    )
+    body.append(sweeps_html(store, shas))
     body.append("</section>")
 
     protocol_items = "".join(

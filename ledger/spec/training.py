@@ -43,9 +43,14 @@ class LrSchedule(StrictModel):
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+# Design M's learning rates (McLeish et al.: Muon stable at 1e-3 where AdamW at 5e-5 spiked): the default lr of
+# each kind. An omitted lr is filled in before validation, so the canonical form always states the lr it ran at.
+SEED_LEARNING_RATES = {"muon": 1e-3, "adamw": 5e-5}
+
+
 class Optimizer(_LateOptions):
     kind: Literal["adamw", "muon"] = "adamw"
-    lr: float = Field(gt=0)
+    lr: float = Field(gt=0, description="Default: the seed's rate of the kind (Muon 1e-3, AdamW 5e-5).")
     weight_decay: float = Field(default=0.0, ge=0)
     group_lrs: dict[str, float] = Field(
         default_factory=dict,
@@ -54,6 +59,15 @@ class Optimizer(_LateOptions):
     schedule: LrSchedule | None = Field(default=None, description="Learning-rate schedule; none: constant lr.")
 
     _late_options = ("schedule",)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _seed_learning_rate(cls, data):
+        if isinstance(data, dict) and "lr" not in data:
+            kind = data.get("kind", "adamw")
+            if kind in SEED_LEARNING_RATES:
+                return {**data, "lr": SEED_LEARNING_RATES[kind]}
+        return data
 
 
 class ForcedRecurrence(StrictModel):

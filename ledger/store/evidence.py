@@ -66,8 +66,10 @@ class StoreEvidence:
         return self.store.latest_gate_verdict(gate, arm, self.protocol_sha256s)
 
     def checkpoints_used(self, arm: str, manifest: str) -> set[str]:
+        """The checkpoints a claim on (arm, manifest) may read: the latest, and every point of a training curve."""
         latest = self._latest(arm, manifest)
-        return {latest[1]} if latest is not None else set()
+        curve = {checkpoint for checkpoint, _ in self.curve(arm, manifest)}
+        return ({latest[1]} | curve) if latest is not None else set()
 
     # -- design M: losses, and the training curve
 

@@ -206,3 +206,23 @@ def test_flops_follow_the_rule_from_the_layer_shapes():
         assert (
             counts.flops_per_token(r, s) == 6 * (counts.once + g * counts.per_iteration) + 2 * n * counts.per_iteration
         )
+
+
+def test_the_seeds_learning_rates_are_the_defaults():
+    from ledger.spec.training import Optimizer
+
+    assert (Optimizer(kind="muon").lr, Optimizer(kind="adamw").lr, Optimizer(kind="adamw", lr=0.01).lr) == (
+        1e-3,
+        5e-5,
+        0.01,
+    )
+    assert "lr" in Optimizer(kind="muon").model_dump()  # the canonical form states the rate it ran at
+
+
+def test_a_mixture_draws_each_example_by_weight_and_by_step():
+    from arms.runtime import Mixture, draw_batch
+
+    mixture = Mixture((["a"] * 10, ["b"] * 10), (0.8, 0.2))
+    drawn = [row for step in range(200) for row in draw_batch(mixture, 10, "seed", step)]
+    assert drawn == [row for step in range(200) for row in draw_batch(mixture, 10, "seed", step)]
+    assert 0.75 < drawn.count("a") / len(drawn) < 0.85

@@ -22,10 +22,29 @@ from ledger.rows.tasks.text import NAMES
 GENERATOR = "word_problems"
 SUPPORTED_VERSIONS = (1,)
 # answers as words for tokenizers that split " 5" into a space and a digit (SmolLM2: " five" is one token)
-NUMBER_WORDS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty"
-).split()
+NUMBER_WORDS = [
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+]
 
 
 def answer_symbol(value: int, answer_format: str) -> str:
