@@ -20,7 +20,6 @@ from typing import Any
 from torch import nn
 
 from arms.model.accounting import count_parameters
-from arms.train.recurrence import split_no_grad
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,8 @@ class RecurrentCounts:
 
     def flops_per_token(self, recurrences: int, backprop_depth: int) -> float:
         """``6 N1 + 2 N2`` for one step at ``recurrences`` iterations, the last ``backprop_depth`` with gradient."""
-        no_grad, grad = split_no_grad(recurrences, backprop_depth)
+        # truncated backprop (arms.train.recurrence.split_no_grad): the last min(s, r) iterations record gradients
+        no_grad, grad = max(recurrences - backprop_depth, 0), min(recurrences, backprop_depth)
         n1 = self.once + grad * self.per_iteration
         n2 = no_grad * self.per_iteration
         return 6.0 * n1 + 2.0 * n2

@@ -422,7 +422,7 @@ def test_arithmetic_options():
 
 
 def test_registry_dispatch():
-    assert set(GENERATORS.names()) == {"rule_chasing", "arithmetic"}
+    assert set(GENERATORS.names()) == {"rule_chasing", "arithmetic", "text", "word_problems"}
     direct = generate_rule_chasing(surface="pointer", depth_range=(1, 2), rows_per_depth=2, seed=4, split="test")
     assert (
         generate("rule_chasing", surface="pointer", depth_range=[1, 2], rows_per_depth=2, seed=4, split="test")
