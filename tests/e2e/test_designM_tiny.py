@@ -72,7 +72,8 @@ def test_recorded_flops_follow_the_rule_and_add_up_along_the_lineage(design_m_ru
         parent = json.loads((checkpoints.get(row["parent_sha256"]) or {}).get("meta_json") or "{}")
         assert meta["flops_total"] == pytest.approx(parent.get("flops_total", 0.0) + meta["flops"], rel=1e-12)
         seen += 1
-    assert seen >= 6 * 3  # every arm's curve: two intermediate checkpoints and the stage's own
+    # four arms' curves of two intermediate checkpoints and the stage's own, the healed arm's two stages, C's curve
+    assert seen == 4 * 3 + 2 + 3
 
 
 def test_the_test_recurrence_sweep_is_evidence_at_every_loop(design_m_run):
