@@ -89,6 +89,26 @@ class ArmRuntime:
             self._flops_rule = flops_rule(self)
         return self._flops_rule(loops, grad_loops)
 
+    def record_step(
+        self, step: int, tokens: int, *, loops: int = 1, grad_loops: int = 1, mean: float = 1.0, flops=None
+    ) -> None:
+        """What a training step cost (its checkpoint's training record): FLOPs by the seed's rule unless given."""
+        if flops is None:
+            flops = tokens * self.flops_per_token(loops, grad_loops)
+        self.step_records[step] = {
+            "loops": loops,
+            "grad_loops": grad_loops,
+            "mean": mean,
+            "tokens": tokens,
+            "flops": flops,
+        }
+
+    def read_sweep(self, rows: Sequence[Any], evaluation: Any, reading: str) -> list[Reading]:
+        """Rows read at every test recurrence: "loss" rows as next-token loss, "answer" rows against their answer."""
+        from arms.runtime_language import read_answers, read_losses
+
+        return read_losses(self, rows, evaluation) if reading == "loss" else read_answers(self, rows, evaluation)
+
     # -- parameters and state
 
     def named_groups(self) -> dict[str, list[torch.nn.Parameter]]:
@@ -212,7 +232,7 @@ class RecurrentRuntime(ArmRuntime):
     def __init__(self, base_model, tokenizer, reader: Reader, arm: Any):
         from arms.model.recurrent import RecurrentLM
 
-        if getattr(arm, "layers_init", "pretrained") == "random":
+        if arm.layers_init == "random":
             from arms.runtime_language import reinitialise
 
             reinitialise(base_model, derived_seed(arm.id, "random-init"))
@@ -256,21 +276,15 @@ class RecurrentRuntime(ArmRuntime):
         batch = make_recurrent_batch(rows, self.reader, device=self.device)
         # FLOPs by the seed's rule: each row runs its own depth, every iteration with gradient (stop_at_depth)
         tokens, depths = batch.attention_mask.sum(1).tolist(), batch.depths.tolist()
-        self.step_records[step] = {
-            "loops": max(depths),
-            "grad_loops": max(depths),
-            "mean": sum(depths) / len(depths),
-            "tokens": sum(tokens),
-            "flops": sum(t * self.flops_per_token(d, d) for t, d in zip(tokens, depths)),
-        }
+        flops = sum(t * self.flops_per_token(d, d) for t, d in zip(tokens, depths))
+        deepest = max(depths)
+        self.record_step(
+            step, sum(tokens), loops=deepest, grad_loops=deepest, mean=sum(depths) / len(depths), flops=flops
+        )
         return recurrent_loss(self.model, batch, objective=stage.objective, anneal_weight=weight).loss
 
     def evaluate(self, rows, evaluation) -> list[Reading]:
         """Forced depth: each row read at every loop 1..depth in one forward (rows batched by depth)."""
-        if rows and rows[0].task in SWEPT_TASKS:
-            from arms.runtime_language import read_sweep
-
-            return read_sweep(self, rows, evaluation)
         readings: list[Reading] = []
         by_depth: dict[int, list] = {}
         for row in rows:
@@ -343,9 +357,7 @@ class DenseRuntime(ArmRuntime):
             return text_loss(self, rows, stage, step)
         mode = OBJECTIVES[stage.objective].target_format
         batch = collate_sft(build_sft_examples(rows, self.reader, mode=mode), self.tokenizer)
-        tokens = int(batch["attention_mask"].sum())
-        flops = tokens * self.flops_per_token(1, 1)  # 6 N D
-        self.step_records[step] = {"loops": 1, "grad_loops": 1, "mean": 1.0, "tokens": tokens, "flops": flops}
+        self.record_step(step, int(batch["attention_mask"].sum()))  # 6 N D
         return self.model(**_on(batch, self.device)).loss
 
     def loop1_logits(self, rows):
@@ -355,11 +367,6 @@ class DenseRuntime(ArmRuntime):
 
     def evaluate(self, rows, evaluation) -> list[Reading]:
         from arms.dense.generate import DenseArm
-
-        if rows and rows[0].task in SWEPT_TASKS:
-            from arms.runtime_language import read_sweep
-
-            return read_sweep(self, rows, evaluation)
 
         assert self.mode is not None  # every dense objective has a target format (ledger.spec.arms)
         arm = DenseArm(self.model, self.tokenizer, self.reader, mode=self.mode)
@@ -380,9 +387,6 @@ class DenseRuntime(ArmRuntime):
                 times.append(generation.latency_s * 1000.0)
             by_id[row.row_id].latency_ms = statistics.median(times)
         return readings
-
-
-SWEPT_TASKS = ("text", "word_problem")  # rows read at every test recurrence (design M's evaluation)
 
 
 def build_runtime(arm: Any, base_model, tokenizer, reader: Reader) -> ArmRuntime:

@@ -15,22 +15,16 @@ from typing import Any
 import torch
 
 from arms.model.flops import fixed_depth_flops_per_token, recurrent_counts
+from arms.runtime import Reading, _finite, derived_seed
 from arms.train.language import document_text, encode_documents, next_token_loss, sweep_nats
 from arms.train.recurrence import stage_recurrence
-
-
-def _seed(*parts: Any) -> int:
-    from arms.runtime import derived_seed
-
-    return derived_seed(*parts)
 
 
 def flops_rule(runtime: Any):
     """A function (loops, grad_loops) -> training FLOPs per token for this arm's model."""
     model = runtime.model
     if hasattr(model, "surgery"):
-        counts = recurrent_counts(model.surgery, model.bridge)
-        return lambda loops, grad_loops: counts.flops_per_token(loops, grad_loops)
+        return recurrent_counts(model.surgery, model.bridge).flops_per_token
     per_token = fixed_depth_flops_per_token(model)
     return lambda loops, grad_loops: per_token
 
@@ -42,19 +36,15 @@ def text_loss(runtime: Any, rows, stage: Any, step: int) -> torch.Tensor:
     loops, grad_loops, mean = 1, 1, 1.0
     generator = None
     if stage.recurrence is not None:
-        draw = stage_recurrence(stage.recurrence, step, stage.steps, _seed(runtime.arm.id, stage.id, "recurrence"))
+        draw = stage_recurrence(
+            stage.recurrence, step, stage.steps, derived_seed(runtime.arm.id, stage.id, "recurrence")
+        )
         loops, grad_loops, mean = draw.loops, draw.grad_loops, draw.mean
         # a fresh s0 per step (the seed samples it every forward), the same on every rank and resume
-        generator = torch.Generator(device=runtime.device).manual_seed(_seed(runtime.arm.id, stage.id, step, "s0"))
-    tokens = int((mask[:, 1:] * mask[:, :-1]).sum())
-    per_token = runtime.flops_per_token(loops, grad_loops)
-    runtime.step_records[step] = {
-        "loops": loops,
-        "grad_loops": grad_loops,
-        "mean": mean,
-        "tokens": tokens,
-        "flops": per_token * tokens,
-    }
+        seed = derived_seed(runtime.arm.id, stage.id, step, "s0")
+        generator = torch.Generator(device=runtime.device).manual_seed(seed)
+    tokens = int((mask[:, 1:] * mask[:, :-1]).sum())  # the positions the loss reads
+    runtime.record_step(step, tokens, loops=loops, grad_loops=grad_loops, mean=mean)
     return next_token_loss(runtime.model, ids, mask, loops=loops, no_grad_loops=loops - grad_loops, generator=generator)
 
 
@@ -65,15 +55,15 @@ def sweep_loops(runtime: Any, evaluation: Any) -> list[int]:
     return [1]
 
 
-def read_losses(runtime: Any, rows, evaluation: Any, max_tokens: int) -> list:
+def read_losses(runtime: Any, rows, evaluation: Any) -> list[Reading]:
     """Text rows: nats and tokens of each document at every test recurrence (readings without an answer)."""
-    from arms.runtime import Reading
-
     loops = sweep_loops(runtime, evaluation)
     readings = []
     for start in range(0, len(rows), evaluation.batch_size):
         chunk = rows[start : start + evaluation.batch_size]
-        ids, mask = encode_documents([row.prompt for row in chunk], runtime.tokenizer, max_tokens, runtime.device)
+        ids, mask = encode_documents(
+            [row.prompt for row in chunk], runtime.tokenizer, evaluation.max_tokens, runtime.device
+        )
         swept = sweep_nats(runtime.model, ids, mask, loops)
         for loop, (nats, tokens) in sorted(swept.items()):
             for b, row in enumerate(chunk):
@@ -82,10 +72,8 @@ def read_losses(runtime: Any, rows, evaluation: Any, max_tokens: int) -> list:
     return readings
 
 
-def read_answers(runtime: Any, rows, evaluation: Any) -> list:
+def read_answers(runtime: Any, rows, evaluation: Any) -> list[Reading]:
     """Question rows read against their answer at every test recurrence, by the shared reader."""
-    from arms.runtime import Reading, _finite
-
     loops = sweep_loops(runtime, evaluation)
     readings = []
     for start in range(0, len(rows), evaluation.batch_size):
@@ -108,10 +96,3 @@ def reinitialise(model, seed: int) -> None:
     torch.manual_seed(seed)
     with torch.no_grad():
         model.apply(model._init_weights)
-
-
-def read_sweep(runtime: Any, rows, evaluation) -> list:
-    """A manifest read at every test recurrence: text rows as loss, question rows against their answer."""
-    if rows[0].task == "text":
-        return read_losses(runtime, rows, evaluation, evaluation.max_tokens)
-    return read_answers(runtime, rows, evaluation)

@@ -249,7 +249,8 @@ def _run_children(runner, args: argparse.Namespace) -> None:
 
 
 def _print_run_summary(result) -> None:
-    table = Table(title=f"{result.protocol.name} ({result.protocol_sha256[:12]})")
+    # the caption is the registered description: where a protocol states how it departs from the paper
+    table = Table(title=f"{result.protocol.name} ({result.protocol_sha256[:12]})", caption=result.protocol.description)
     for column in (
         "arm",
         "status",

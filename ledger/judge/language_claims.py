@@ -28,8 +28,10 @@ def _paired_keys(a: dict, b: dict, names: tuple[str, str]) -> list[str]:
     return sorted(a)
 
 
-def _mean(values: dict) -> float:
-    return sum(n for n, _ in values.values()) / max(sum(t for _, t in values.values()), 1)
+def nats_per_token(losses: dict) -> float | None:
+    """Token-weighted loss of {document: (nats, tokens)}: all nats over all tokens (None without tokens)."""
+    tokens = sum(t for _, t in losses.values())
+    return sum(n for n, _ in losses.values()) / tokens if tokens else None
 
 
 def _loss_result(claim: Any, a: dict, b: dict, direction: Any, margin: float, extra: dict) -> ClaimResult:
@@ -37,7 +39,7 @@ def _loss_result(claim: Any, a: dict, b: dict, direction: Any, margin: float, ex
     ids = _paired_keys(a, b, (first, second))
     differences = [a[i][0] / max(a[i][1], 1) - b[i][0] / max(b[i][1], 1) for i in ids]
     test = stats.signed_rank_test(differences, margin=margin, direction=direction)
-    loss_a, loss_b = _mean(a), _mean(b)
+    loss_a, loss_b = nats_per_token(a) or 0.0, nats_per_token(b) or 0.0
     figures = {
         "n": test.n,
         f"loss_{first}": loss_a,

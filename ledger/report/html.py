@@ -23,6 +23,7 @@ imports torch, and matplotlib only once figures are drawn (``ledger.report.figur
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ledger.report.data import (
@@ -90,6 +91,14 @@ def report_for_protocol_name(store: Store, name: str, out_dir: str | Path, *, ti
     return write_report(
         store, shas, Path(out_dir), title=title or f"{name}: ledger report", support_depths=support, claim_prefix=name
     )
+
+
+def _description(protocol) -> str:
+    """The registered description (where a protocol states its deviations from the paper), if any."""
+    try:
+        return str(json.loads(protocol.canonical_json).get("description") or "")
+    except (ValueError, AttributeError):
+        return ""
 
 
 def write_report(
@@ -272,7 +281,9 @@ def write_report(
     body.append("</section>")
 
     protocol_items = "".join(
-        f"<li><code>{esc(protocol.sha256)}</code> — {esc(protocol.name)} (version {esc(protocol.version or '—')})</li>"
+        f"<li><code>{esc(protocol.sha256)}</code> — {esc(protocol.name)} (version {esc(protocol.version or '—')})"
+        + (f'<br><span class="note">{esc(described)}</span>' if (described := _description(protocol)) else "")
+        + "</li>"
         for protocol in protocols
     )
     header = (

@@ -7,8 +7,7 @@ every checkpoint that recorded a training record, its step span, realised mean r
 
 from __future__ import annotations
 
-import json
-
+from ledger.judge.language_claims import nats_per_token
 from ledger.report.sections import esc
 
 
@@ -40,8 +39,8 @@ def sweeps_html(store, shas: tuple[str, ...]) -> str:
                         losses = store.measured_losses(
                             manifest.sha256, arm=arm, checkpoint_sha256=checkpoint, loop=loop
                         )
-                        tokens = sum(t for _, t in losses.values())
-                        cells.append(f"{sum(n for n, _ in losses.values()) / tokens:.4f}" if tokens else "")
+                        loss = nats_per_token(losses)
+                        cells.append(f"{loss:.4f}" if loss is not None else "")
                     else:
                         at = [
                             r for r in readings if r.arm == arm and r.checkpoint_sha256 == checkpoint and r.loop == loop
@@ -54,17 +53,17 @@ def sweeps_html(store, shas: tuple[str, ...]) -> str:
                 + _table(["arm", "checkpoint", *[f"loop {loop}" for loop in loops]], rows)
             )
     curve = []
-    checkpoints = [row for row in store.rows_of("checkpoints") if row.get("meta_json")]
-    scoped = store.checkpoints_in_scope(shas)
-    for row in checkpoints:
-        meta = json.loads(row["meta_json"])
-        if row["sha256"] not in scoped or "flops" not in meta:
+    scoped = store.checkpoints(store.checkpoints_in_scope(shas))
+    metas = store.checkpoint_meta(checkpoint.sha256 for checkpoint in scoped)
+    for checkpoint in scoped:
+        meta = metas.get(checkpoint.sha256, {})
+        if "flops" not in meta:
             continue
         span = meta.get("step_range", [0, meta.get("steps", 0)])
         curve.append(
             [
-                f"<code>{esc(row['arm'])}</code>",
-                esc(row["stage"]),
+                f"<code>{esc(checkpoint.arm)}</code>",
+                esc(checkpoint.stage),
                 f"{span[0]}-{span[1]}",
                 f"{meta['mean_recurrence']:.2f}",
                 f"{meta['tokens']:,}",

@@ -59,10 +59,13 @@ def summarise(runner: Any, outcome: Any, run_id: str, manifest_id: str, checkpoi
     loop = summary_loop(runner, outcome.arm)
     sha = runner.manifest_sha[manifest_id]
     if reading == "loss":
-        losses = runner.store.measured_losses(sha, arm=outcome.arm, checkpoint_sha256=checkpoint, loop=loop)
-        tokens = sum(t for _, t in losses.values())
-        if tokens:
-            outcome.losses[f"{manifest_id}@{loop}"] = sum(n for n, _ in losses.values()) / tokens
+        from ledger.judge.language_claims import nats_per_token
+
+        loss = nats_per_token(
+            runner.store.measured_losses(sha, arm=outcome.arm, checkpoint_sha256=checkpoint, loop=loop)
+        )
+        if loss is not None:
+            outcome.losses[f"{manifest_id}@{loop}"] = loss
         return
     readings = runner.store.readings(sha, run_id=run_id, checkpoint_sha256=checkpoint, loop=loop)
     outcome.accuracy[f"{manifest_id}@{loop}"] = (sum(1 for r in readings if r.correct), len(readings))

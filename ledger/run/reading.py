@@ -8,9 +8,13 @@ from ledger.spec.manifests import GENERATORS
 
 
 def read_rows(runtime: Any, arm: Any, manifest: Any, rows: list) -> list:
-    """How an arm reads a manifest's rows: multiple choice once at loop 1, chains at every loop."""
-    if GENERATORS[manifest.generator].reading == "choice":
+    """How an arm reads a manifest's rows, by its generator's reading: multiple choice once at loop 1, chains at
+    every loop, answers and next-token loss at every test recurrence (design M's sweep)."""
+    reading = GENERATORS[manifest.generator].reading
+    if reading == "choice":
         return runtime.choice_at_loop1(rows, arm.evaluation.batch_size)
+    if reading in ("answer", "loss"):
+        return runtime.read_sweep(rows, arm.evaluation, reading)
     return runtime.evaluate(rows, arm.evaluation)
 
 

@@ -42,6 +42,7 @@ class StageTraining(StageGates):
     objects: Any
     _status_ok: str
     _bar: Any
+    evaluate_checkpoint: Any  # Runner's: every evaluation manifest read by a checkpoint
 
     def stage_inputs(self, arm, stage) -> tuple[Any, tuple]:
         """The rows a stage trains on (a list, or a ``Mixture`` of pools) and the seed parts of its draws
@@ -154,6 +155,3 @@ class StageTraining(StageGates):
         self._write_gate_evidence(runtime, arm, stage, sha, run_id, computed=gates)
         log.info("arm %s stage %s: checkpoint %s (%s)", arm.id, stage.id, sha, "failed" if failed else self._status_ok)
         return sha, gates
-
-    def evaluate_checkpoint(self, runtime, arm, run_id: str, checkpoint: str) -> None:
-        raise NotImplementedError  # Runner's

@@ -20,6 +20,7 @@ the two manifests use.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import platform
 import random
@@ -84,7 +85,8 @@ def _problem_documents(seed: int, split: str, version: int, n: int, words: int, 
     return documents
 
 
-def python_docs_paragraphs() -> list[str]:
+@functools.cache  # a run builds its manifests twice (registration, then the run); the text never changes
+def python_docs_paragraphs() -> tuple[str, ...]:
     """Every paragraph of CPython's own reference manual (``pydoc_data.topics``), in topic-name order."""
     from pydoc_data.topics import topics
 
@@ -94,16 +96,16 @@ def python_docs_paragraphs() -> list[str]:
             text = " ".join(block.split())
             if len(text.split()) >= 8:  # headings and one-line code fragments carry little text
                 paragraphs.append(text)
-    return paragraphs
+    return tuple(paragraphs)
 
 
-def _packed(paragraphs: list[str], words: int) -> list[str]:
+def _packed(paragraphs: tuple[str, ...], words: int) -> list[str]:
     """Consecutive paragraphs packed into documents of at least ``words`` words (cut at ``2 x words``)."""
     documents, current = [], []
     for paragraph in paragraphs:
-        current.append(paragraph)
-        if sum(len(p.split()) for p in current) >= words:
-            documents.append(" ".join(" ".join(current).split()[: 2 * words]))
+        current.extend(paragraph.split())
+        if len(current) >= words:
+            documents.append(" ".join(current[: 2 * words]))
             current = []
     return documents
 
