@@ -126,13 +126,24 @@ class TextManifest(_ManifestCommon):
         description="generated: sentences in the tiny bases' words; word_problems: worked word problems; "
         "python_docs: CPython's own reference manual (pydoc_data.topics), pinned by the manifest's hash."
     )
-    part: Literal["train", "heldout"] = Field(description="Held-out documents are chosen by their text's hash.")
+    part: Literal["train", "dev", "heldout"] = Field(
+        description="Held-out documents are chosen by their text's hash; dev (version 2) is the next band of it, "
+        "for tuning on rows neither the train nor the heldout part holds."
+    )
     documents: int = Field(ge=1)
     words: int = Field(default=64, ge=8, le=4096, description="About this many words per document.")
     heldout_fraction: float = Field(default=0.1, gt=0, lt=1)
     answer_format: Literal["digits", "words"] = Field(
         default="digits", description="source word_problems: answers as digits or as number words."
     )
+
+    @model_validator(mode="after")
+    def _dev_needs_version_2(self) -> TextManifest:
+        if self.part == "dev" and self.version < 2:
+            raise ValueError("part dev needs version: 2 (version 1 of the text generator has no dev band)")
+        if self.part == "dev" and self.heldout_fraction >= 0.5:
+            raise ValueError("part dev takes the band [f, 2f) of the text hash: heldout_fraction must be below 0.5")
+        return self
 
     @property
     def size(self) -> int:

@@ -75,3 +75,40 @@ def test_python_docs_train_and_heldout_are_disjoint_by_their_text():
     assert all(row.meta["python"] and len(row.prompt.split()) >= 40 for row in heldout)
     with pytest.raises(ValueError, match="fewer than"):
         generate_text(source="python_docs", part="heldout", documents=100_000, words=40, seed=1, split="p")
+
+
+def _docs(part: str, version: int, seed: int = 1, split: str = "p", documents: int = 0) -> set[str]:
+    pool = generate_text(source="python_docs", part=part, documents=documents or 1, words=40, seed=seed, split=split, version=version)
+    if documents:
+        return {row.prompt for row in pool}
+    # every document of the part: ask for too many and read the count the refusal names
+    with pytest.raises(ValueError, match="fewer than") as refused:
+        generate_text(source="python_docs", part=part, documents=100_000, words=40, seed=seed, split=split, version=version)
+    count = int(str(refused.value).split(" has ")[1].split()[0])
+    return {row.prompt for row in generate_text(source="python_docs", part=part, documents=count, words=40, seed=seed, split=split, version=version)}
+
+
+def test_version_2_dev_part_is_disjoint_from_train_and_heldout_and_version_1_is_unchanged():
+    train_v1, heldout_v1 = _docs("train", 1), _docs("heldout", 1)
+    train_v2, dev_v2, heldout_v2 = _docs("train", 2), _docs("dev", 2), _docs("heldout", 2)
+    assert heldout_v2 == heldout_v1  # the held-out band is the same at both versions
+    assert dev_v2 and not dev_v2 & train_v2 and not dev_v2 & heldout_v2
+    assert train_v2 | dev_v2 == train_v1  # version 2 carves dev out of version 1's train part, nothing else
+    # a seed or split reorders a part, never moves a document between parts
+    assert _docs("dev", 2, seed=7, split="z", documents=10) <= dev_v2
+    generated_dev = generate_text(source="generated", part="dev", documents=10, words=30, seed=1, split="g", version=2)
+    generated_train = generate_text(source="generated", part="train", documents=50, words=30, seed=1, split="g", version=2)
+    assert not {r.prompt for r in generated_dev} & {r.prompt for r in generated_train}
+    with pytest.raises(ValueError, match="dev from version 2"):
+        generate_text(source="python_docs", part="dev", documents=1, words=40, seed=1, split="p", version=1)
+
+
+def test_a_dev_text_manifest_needs_version_2():
+    from pydantic import ValidationError
+
+    from ledger.spec.manifests import TextManifest
+
+    spec = {"id": "d", "role": "dev", "generator": "text", "source": "python_docs", "part": "dev", "documents": 4, "seed": 1, "split": "t"}
+    with pytest.raises(ValidationError, match="needs version: 2"):
+        TextManifest.model_validate(spec)
+    assert TextManifest.model_validate({**spec, "version": 2}).part == "dev"

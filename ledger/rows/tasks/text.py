@@ -15,7 +15,10 @@ Two sources, both deterministic and named in the protocol:
 
 Held-out documents are chosen by the SHA-256 of their own text (``heldout_fraction``), never
 by the seed, so the ``train`` and ``heldout`` parts of one source are disjoint whatever seeds
-the two manifests use.
+the two manifests use. Version 2 adds a ``dev`` part for tuning (exploratory twins): for
+``python_docs`` the next band of the same hash ([f, 2f) for heldout [0, f)), which version 2's
+``train`` leaves out; for the generated sources the part name is in every document's seed, so
+``dev`` is a stream of its own at either version. Version 1's parts are unchanged.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from ledger.rows.manifest import Row
 from ledger.rows.tasks.seeds import row_rng
 
 GENERATOR = "text"
-SUPPORTED_VERSIONS = (1,)
+SUPPORTED_VERSIONS = (1, 2)
+PARTS = ("train", "dev", "heldout")
 SOURCES = ("generated", "word_problems", "python_docs")
 NAMES = ("Amy", "Ann", "Ben", "Bob", "Dan", "Emma", "Eve", "Jack", "Jane", "Jim", "Joe", "John")
 LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWX")
@@ -110,9 +114,19 @@ def _packed(paragraphs: tuple[str, ...], words: int) -> list[str]:
     return documents
 
 
-def _held_out(text: str, fraction: float) -> bool:
+def _text_band(text: str) -> float:
+    """Where a document's text hash falls in [0, 1): the parts are bands of it, whatever the seed."""
     digest = hashlib.sha256(("ledger/text/heldout:" + text).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def _part_of(text: str, fraction: float, version: int) -> str:
+    band = _text_band(text)
+    if band < fraction:
+        return "heldout"
+    if version >= 2 and band < 2 * fraction:
+        return "dev"  # version 1 had no dev band: its train part keeps these documents
+    return "train"
 
 
 def generate_text(
@@ -132,6 +146,8 @@ def generate_text(
         raise ValueError(f"text version {version!r} is not supported (supported: {SUPPORTED_VERSIONS})")
     if source not in SOURCES:
         raise ValueError(f"text source must be one of {SOURCES}, got {source!r}")
+    if part not in PARTS or (part == "dev" and version < 2):
+        raise ValueError(f"text part must be train or heldout (or dev from version 2), got {part!r} at version {version}")
     meta = {"generator": GENERATOR, "version": version, "source": source, "part": part, "seed": seed}
     if source == "generated":
         # a fresh stream per part: the split name and part are both in every document's seed
@@ -140,7 +156,7 @@ def generate_text(
         pool = _problem_documents(seed, f"{split}-{part}", version, documents, words, answer_format)
     else:
         packed = _packed(python_docs_paragraphs(), words)
-        pool = [doc for doc in packed if _held_out(doc, heldout_fraction) == (part == "heldout")]
+        pool = [doc for doc in packed if _part_of(doc, heldout_fraction, version) == part]
         row_rng(f"{GENERATOR}/order", version, seed, split, 0, 0).shuffle(pool)
         if len(pool) < documents:
             raise ValueError(
