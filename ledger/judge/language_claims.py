@@ -8,11 +8,12 @@ recorded checkpoint of both arms with its ``flops_total`` (the training FLOPs of
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ledger.judge import stats
 from ledger.judge.claims import ClaimResult, Unverifiable
-from ledger.spec.claims import EqualFlopsClaim, PairedLossClaim
+from ledger.spec.claims import EqualFlopsClaim, PairedLossClaim, TrainingStableClaim
 
 
 def _losses(evidence: Any, arm: str, manifest: str, loop: int, checkpoint: str | None = None) -> dict:
@@ -143,3 +144,30 @@ def at_equal_flops(claim: EqualFlopsClaim, evidence: Any) -> ClaimResult:
     return ClaimResult(
         claim.id, claim.statistic, "supported" if holds else "refuted", reason, figures, test.p_value, alpha=claim.alpha
     )
+
+
+def training_stable(claim: TrainingStableClaim, evidence: Any) -> ClaimResult:
+    stages = evidence.training_losses(claim.arm, claim.manifest)
+    if not stages:
+        raise Unverifiable(
+            f"no recorded training losses of arm {claim.arm!r} behind its readings of {claim.manifest!r}"
+        )
+    figures: dict[str, Any] = {"window": claim.window, "margin": claim.margin}
+    broken = []
+    for stage, losses in stages:
+        width = max(1, round(claim.window * len(losses)))
+        start, end = sum(losses[:width]) / width, sum(losses[-width:]) / width
+        finite = all(math.isfinite(loss) for loss in losses)
+        figures[f"{stage}_steps"] = len(losses)
+        figures[f"{stage}_start"], figures[f"{stage}_end"] = start, end
+        figures[f"{stage}_max"] = max(losses)
+        if not finite or not end <= start + claim.margin:
+            broken.append(f"{stage} {start:.4f} -> {end:.4f}" + ("" if finite else " (a non-finite loss)"))
+    summary = "; ".join(
+        f"{stage}: {figures[f'{stage}_start']:.4f} -> {figures[f'{stage}_end']:.4f} over {len(losses)} steps"
+        for stage, losses in stages
+    )
+    reason = f"{claim.arm}'s training loss, mean of the first and last {claim.window:.0%} of each stage: {summary}"
+    if broken:
+        reason += f"; diverged: {', '.join(broken)}"
+    return ClaimResult(claim.id, claim.statistic, "refuted" if broken else "supported", reason, figures, None)

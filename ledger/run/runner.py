@@ -138,16 +138,19 @@ class Runner(StageTraining):
             leave(self.world)
 
     def _run_main(self, register, registration_of, build_manifests) -> RunResult:
-        register(self.store, self.protocol_path, self.checked)
-        self.sha = registration_of(self.store, self.protocol)
-        log.info("protocol %s registered as %s", self.protocol.name, self.sha)
         self.manifests: dict[str, Manifest] = build_manifests(self.protocol)
         self.manifest_sha = {name: m.sha256 for name, m in self.manifests.items()}
         import torch
 
         torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
+        self.loaded: dict[str, tuple] = {}
         self.bases: dict[str, tuple] = {}
+        # The reader is built from the bases' tokenizers before registration: a symbol a tokenizer
+        # splits is the protocol's error, and a registration it refuses would be one nobody can run.
         self.reader = self._reader_for_all()
+        register(self.store, self.protocol_path, self.checked)
+        self.sha = registration_of(self.store, self.protocol)
+        log.info("protocol %s registered as %s", self.protocol.name, self.sha)
         outcomes = [self._run_arm_with_ranks(self.protocol.arm(arm_id)) for arm_id in self.arm_ids]
         self.world.tell(("finished",))  # the other ranks are done: what follows only reads and records
         self._ranks_released = True
@@ -175,13 +178,20 @@ class Runner(StageTraining):
 
     # -- bases and the reader
 
-    def _base(self, name: str):
-        if name not in self.bases:
+    def _loaded_base(self, name: str):
+        """The base's model, tokenizer and files, loaded once; nothing is written."""
+        if name not in self.loaded:
             from arms.device import place
 
+            model, tokenizer, files = load_protocol_base(self.protocol.bases[name], self.protocol_dir)
+            self.loaded[name] = (place(model, self.device), tokenizer, files)
+        return self.loaded[name]
+
+    def _base(self, name: str):
+        """The loaded base with its record in the store (written on first use, after registration)."""
+        if name not in self.bases:
+            model, tokenizer, files = self._loaded_base(name)
             spec = self.protocol.bases[name]
-            model, tokenizer, files = load_protocol_base(spec, self.protocol_dir)
-            model = place(model, self.device)
             self.bases[name] = (model, tokenizer, record_base(self.store, self.objects, name, spec, model, files))
         return self.bases[name]
 
@@ -194,9 +204,14 @@ class Runner(StageTraining):
         names = {self.protocol.arm(arm_id).base for arm_id in self.arm_ids}
         readers = []
         for name in sorted(names):
-            _, tokenizer, _ = self._base(name)
+            _, tokenizer, _ = self._loaded_base(name)
             spec = self.protocol.bases[name]
-            readers.append(Reader(symbols, tokenizer=tokenizer, chat_template=spec.chat_template))
+            try:
+                readers.append(Reader(symbols, tokenizer=tokenizer, chat_template=spec.chat_template))
+            except ValueError as exc:  # the protocol's rows and this base's tokenizer disagree
+                raise ValueError(
+                    f"{self.protocol_path}: base {name!r} cannot read this protocol's answers: {exc}"
+                ) from None
         self.readers = dict(zip(sorted(names), readers))
         return readers[0]
 

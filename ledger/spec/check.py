@@ -316,6 +316,10 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
             if not judged:
                 problems.append(((*at, "gate"), f"gate {claim.gate!r} is never judged for arm {claim.arm!r}"))
             continue
+        if kind.reads == "training":  # the lineage of the arm's checkpoint that read the manifest
+            if evidence_loops(protocol, claim.arm, claim.manifest) is None:
+                problems.append((at, f"the protocol writes no evidence of arm {claim.arm!r} on {claim.manifest!r}"))
+            continue
         loop = getattr(claim, "loop", None)
         per_arm = dict(zip(claim.arms, claim.loops)) if hasattr(claim, "loops") else {}
         if kind.reads in ("losses", "curve") and (GENERATORS[manifest.generator].reading == "loss") != (

@@ -135,6 +135,23 @@ class EqualFlopsClaim(_TwoArmsAtLoops):
     margin: float = Field(default=0.0, ge=0, description="Nats per token (loss); unused for accuracy.")
 
 
+class TrainingStableClaim(_ClaimCommon):
+    """An arm trained without diverging: every recorded training loss of its lineage (the checkpoint that read
+    ``manifest`` and its ancestors) is finite and, in every stage, the mean loss of the stage's last ``window``
+    of steps is at most ``margin`` above the mean of its first. Descriptive, with no test: in no family."""
+
+    statistic: Literal["training_stable"]
+    arm: str
+    window: float = Field(default=0.1, gt=0, le=0.5, description="Fraction of each stage's steps at each end.")
+    margin: float = Field(default=0.0, ge=0, description="Nats per token the end may sit above the start.")
+
+    @model_validator(mode="after")
+    def _no_family(self) -> TrainingStableClaim:
+        if self.family is not None:
+            raise _located("a training_stable claim has no p-value: it can be in no multiplicity family", ["family"])
+        return self
+
+
 for _statistic in (
     StatisticKind(
         "paired_exact", PairedExactClaim, "ledger.judge.claims:paired_exact", "exact McNemar on the discordant pairs"
@@ -168,6 +185,13 @@ for _statistic in (
         "two arms compared at equal training FLOPs (interpolated over recorded checkpoints)",
         reads="curve",
     ),
+    StatisticKind(
+        "training_stable",
+        TrainingStableClaim,
+        "ledger.judge.language_claims:training_stable",
+        "an arm's recorded training losses finite, and no stage ending above where it started",
+        reads="training",
+    ),
 ):
     STATISTICS.add(_statistic)
 Claim = Annotated[
@@ -177,7 +201,8 @@ Claim = Annotated[
     | FrontierClaim
     | GateClaim
     | PairedLossClaim
-    | EqualFlopsClaim,
+    | EqualFlopsClaim
+    | TrainingStableClaim,
     Field(discriminator="statistic"),
 ]
 check_union(STATISTICS, Claim)

@@ -102,3 +102,23 @@ class StoreEvidence:
         readings = self.store.readings(sha, arm=arm, checkpoint_sha256=checkpoint, loop=loop)
         found = {r.row_id: (int(r.depth), bool(r.correct)) for r in readings if r.correct is not None}
         return found or None
+
+    def training_losses(self, arm: str, manifest: str) -> list[tuple[str, list[float]]]:
+        """(stage, per-step training losses) of the lineage of the arm's latest checkpoint that read the
+        manifest, oldest first; a stage's intermediate checkpoints (``stage@step``) are joined into one."""
+        latest = self._latest(arm, manifest)
+        if latest is None:
+            return []
+        lineage = list(reversed(self.store.lineage(latest[1])))  # the oldest ancestor first
+        meta = self.store.checkpoint_meta(row["ancestor_sha256"] for row in lineage)
+        stages: list[tuple[str, list[float]]] = []
+        for row in lineage:
+            losses = meta.get(row["ancestor_sha256"], {}).get("losses")
+            if not losses:
+                continue  # the base, or a checkpoint without a training record
+            stage = str(row["ancestor_stage"]).split("@")[0]
+            if stages and stages[-1][0] == stage:
+                stages[-1][1].extend(float(loss) for loss in losses)
+            else:
+                stages.append((stage, [float(loss) for loss in losses]))
+        return stages

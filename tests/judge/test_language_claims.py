@@ -7,7 +7,7 @@ from scipy import stats as scipy_stats
 
 from ledger.judge.claims import evaluate_claim
 from ledger.judge.stats import signed_rank_test
-from ledger.spec.claims import EqualFlopsClaim, PairedLossClaim
+from ledger.spec.claims import EqualFlopsClaim, PairedLossClaim, TrainingStableClaim
 
 
 class Evidence:
@@ -103,3 +103,32 @@ def test_equal_flops_is_unverifiable_without_a_bracketing_checkpoint():
     curves = {"A": [("a1", 100.0)], "B": [("b1", 150.0), ("b2", 200.0)]}
     result = evaluate_claim(flops_claim("loss"), Evidence({}, curves=curves))
     assert result.outcome == "unverifiable" and "first checkpoint" in result.reason
+
+
+class Training:
+    def __init__(self, stages):
+        self.stages = stages
+
+    def training_losses(self, arm, manifest):
+        return self.stages
+
+
+def stable_claim(**fields):
+    return TrainingStableClaim(id="t", statement="s", statistic="training_stable", manifest="m", arm="A", **fields)
+
+
+def test_training_stable_reads_each_stage_start_and_end_and_refuses_a_family():
+    from pydantic import ValidationError
+
+    falling = [5.0 - 0.1 * step for step in range(20)]  # 5.0 .. 3.1
+    result = evaluate_claim(stable_claim(), Training([("heal", falling), ("task", falling)]))
+    assert result.outcome == "supported" and result.p_value is None
+    assert result.figures["task_start"] == pytest.approx(4.95) and result.figures["task_end"] == pytest.approx(3.15)
+    rising = falling[::-1]  # the second stage ends above where it started: diverged
+    refuted = evaluate_claim(stable_claim(), Training([("heal", falling), ("task", rising)]))
+    assert refuted.outcome == "refuted" and "diverged: task 3.1500 -> 4.9500" in refuted.reason
+    assert evaluate_claim(stable_claim(margin=2.0), Training([("task", rising)])).outcome == "supported"
+    assert evaluate_claim(stable_claim(), Training([("task", [*falling, float("nan")])])).outcome == "refuted"
+    assert evaluate_claim(stable_claim(), Training([])).outcome == "unverifiable"
+    with pytest.raises(ValidationError, match="no multiplicity family"):
+        stable_claim(family="designM")

@@ -78,14 +78,23 @@ def test_python_docs_train_and_heldout_are_disjoint_by_their_text():
 
 
 def _docs(part: str, version: int, seed: int = 1, split: str = "p", documents: int = 0) -> set[str]:
-    pool = generate_text(source="python_docs", part=part, documents=documents or 1, words=40, seed=seed, split=split, version=version)
+    pool = generate_text(
+        source="python_docs", part=part, documents=documents or 1, words=40, seed=seed, split=split, version=version
+    )
     if documents:
         return {row.prompt for row in pool}
     # every document of the part: ask for too many and read the count the refusal names
     with pytest.raises(ValueError, match="fewer than") as refused:
-        generate_text(source="python_docs", part=part, documents=100_000, words=40, seed=seed, split=split, version=version)
+        generate_text(
+            source="python_docs", part=part, documents=100_000, words=40, seed=seed, split=split, version=version
+        )
     count = int(str(refused.value).split(" has ")[1].split()[0])
-    return {row.prompt for row in generate_text(source="python_docs", part=part, documents=count, words=40, seed=seed, split=split, version=version)}
+    return {
+        row.prompt
+        for row in generate_text(
+            source="python_docs", part=part, documents=count, words=40, seed=seed, split=split, version=version
+        )
+    }
 
 
 def test_version_2_dev_part_is_disjoint_from_train_and_heldout_and_version_1_is_unchanged():
@@ -97,7 +106,9 @@ def test_version_2_dev_part_is_disjoint_from_train_and_heldout_and_version_1_is_
     # a seed or split reorders a part, never moves a document between parts
     assert _docs("dev", 2, seed=7, split="z", documents=10) <= dev_v2
     generated_dev = generate_text(source="generated", part="dev", documents=10, words=30, seed=1, split="g", version=2)
-    generated_train = generate_text(source="generated", part="train", documents=50, words=30, seed=1, split="g", version=2)
+    generated_train = generate_text(
+        source="generated", part="train", documents=50, words=30, seed=1, split="g", version=2
+    )
     assert not {r.prompt for r in generated_dev} & {r.prompt for r in generated_train}
     with pytest.raises(ValueError, match="dev from version 2"):
         generate_text(source="python_docs", part="dev", documents=1, words=40, seed=1, split="p", version=1)
@@ -108,7 +119,16 @@ def test_a_dev_text_manifest_needs_version_2():
 
     from ledger.spec.manifests import TextManifest
 
-    spec = {"id": "d", "role": "dev", "generator": "text", "source": "python_docs", "part": "dev", "documents": 4, "seed": 1, "split": "t"}
+    spec = {
+        "id": "d",
+        "role": "dev",
+        "generator": "text",
+        "source": "python_docs",
+        "part": "dev",
+        "documents": 4,
+        "seed": 1,
+        "split": "t",
+    }
     with pytest.raises(ValidationError, match="needs version: 2"):
         TextManifest.model_validate(spec)
     assert TextManifest.model_validate({**spec, "version": 2}).part == "dev"

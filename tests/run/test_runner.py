@@ -313,3 +313,28 @@ def test_asking_for_a_gpu_on_a_machine_without_one_is_one_line_and_writes_nothin
     assert device in refused.stderr and not db.exists()
     bad = ledger_cli("run", str(SMOKE), "--db", f"sqlite:///{db}", "--device", "tpu")
     assert bad.returncode == 2 and "tpu" in bad.stderr and not db.exists()
+
+
+def test_a_symbol_the_tokenizer_splits_is_refused_before_registration(tmp_path):
+    """The reader is built from the bases' tokenizers before `run` registers: a protocol whose answers a
+    tokenizer cannot read as one token each is refused in one line, and the ledger holds no registration."""
+    original = ROOT / "protocols" / "designM-tiny.yaml"
+    text = original.read_text(encoding="utf-8").replace(
+        "rows_per_step: 16, seed: 20261201, split: test}",
+        "rows_per_step: 16, answer_format: words, seed: 20261201, split: test}",
+        1,
+    )
+    text = text.replace("../bases/", str(ROOT / "bases") + "/").replace("../claims/", str(ROOT / "claims") + "/")
+    path = tmp_path / "designM-words.yaml"
+    path.write_text(text, encoding="utf-8")
+    db = tmp_path / "ledger.db"
+    refused = ledger_cli("run", str(path), "--db", f"sqlite:///{db}", "--out", str(tmp_path / "out"))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    message = refused.stderr.strip().splitlines()[-1]  # after the base's own loading bar
+    assert f"{path}: base 'tiny8' cannot read" in message and "' two' -> the unknown token" in message
+    assert "Traceback" not in refused.stderr
+    store = open_store(f"sqlite:///{db}")
+    try:
+        assert store.get("protocols") is None and store.get("runs") is None
+    finally:
+        store.close()

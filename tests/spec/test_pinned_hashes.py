@@ -4,7 +4,8 @@
 layout by flow stage); a registered protocol's canonical hash must never change, nor may a
 refactor move one row of a manifest or one field of a preregistered claim. The only changes
 are new versions recorded in ``tests/pins/deviations.json`` (old hash, new hash, the items
-that changed and why), and each is replayed here through ``ledger deviate``.
+that changed and why, the claims' new hashes, the previous version's text under
+``tests/pins/versions/``), and each is replayed here through ``ledger deviate``.
 """
 
 from __future__ import annotations
@@ -44,11 +45,16 @@ def test_protocol_and_manifest_hashes_unchanged(relative: str) -> None:
     assert built == PINS["manifests"][relative]
 
 
+def _claims_of_new_versions() -> dict[str, dict[str, str]]:
+    """Claim files changed with a recorded new version of their protocol: their pins are the new hashes."""
+    return {path: hashes for deviation in DEVIATIONS.values() for path, hashes in deviation.get("claims", {}).items()}
+
+
 @pytest.mark.parametrize("relative", sorted(PINS["claims"]))
 def test_claim_hashes_unchanged(relative: str) -> None:
     claim_file = load_claims(ROOT / relative)
     hashes = {claim.id: sha256_canonical(claim.model_dump(mode="json", by_alias=True)) for claim in claim_file.claims}
-    assert hashes == PINS["claims"][relative]
+    assert hashes == _claims_of_new_versions().get(relative, PINS["claims"][relative])
 
 
 @pytest.mark.parametrize("relative", sorted(DEVIATIONS))
@@ -62,13 +68,19 @@ def test_a_new_version_is_a_recorded_deviation_of_exactly_its_items(relative: st
 
     deviation = DEVIATIONS[relative]
     current = (ROOT / relative).read_text()
-    data = yaml.safe_load(current)
-    data["version"] = 1
-    data["bases"]["tiny_large"]["num_layers"] = 4  # the value before the deviation
+    if "previous" in deviation:  # the registered text of the version before, kept beside the pins
+        previous_text = (ROOT / deviation["previous"]).read_text()
+        for named, kept in deviation.get("previous_claims", {}).items():  # and the claims it registered
+            previous_text = previous_text.replace(named, str(ROOT / kept))
+    else:
+        data = yaml.safe_load(current)
+        data["version"] = 1
+        data["bases"]["tiny_large"]["num_layers"] = 4  # the value before the deviation
+        previous_text = yaml.safe_dump(data, sort_keys=False)
     for link in ("claims", "bases"):  # what the protocol names relative to its folder (../claims, ../bases)
         (tmp_path / link).symlink_to(ROOT / link)
     old, new = tmp_path / "v1" / Path(relative).name, tmp_path / "v2" / Path(relative).name
-    for path, text in ((old, yaml.safe_dump(data, sort_keys=False)), (new, current)):
+    for path, text in ((old, previous_text), (new, current)):
         path.parent.mkdir()
         path.write_text(text)
     store = open_store(f"sqlite:///{tmp_path / 'ledger.db'}")

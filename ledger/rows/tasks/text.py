@@ -147,7 +147,9 @@ def generate_text(
     if source not in SOURCES:
         raise ValueError(f"text source must be one of {SOURCES}, got {source!r}")
     if part not in PARTS or (part == "dev" and version < 2):
-        raise ValueError(f"text part must be train or heldout (or dev from version 2), got {part!r} at version {version}")
+        raise ValueError(
+            f"text part must be train or heldout (or dev from version 2), got {part!r} at version {version}"
+        )
     meta = {"generator": GENERATOR, "version": version, "source": source, "part": part, "seed": seed}
     if source == "generated":
         # a fresh stream per part: the split name and part are both in every document's seed
