@@ -239,6 +239,13 @@ def _protocol_scope(store: Store, claim_file: ClaimFile) -> _Scope | str:
     versions = registered_versions(store, claim_file.protocol)
     if not versions:
         return f"protocol {claim_file.protocol!r} was never registered in this ledger"
+    # The versions that preregistered this file's claims: a claim of version 1 is judged on version 1's runs
+    # even after version 2 (with other claims) has run under the same arm names (all versions if none did).
+    keys = {claim_key(claim_file.protocol, claim.id) for claim in claim_file.claims}
+    registering = {
+        entry.protocol_sha256 for entry in store.registrations(claim_file.protocol) if keys & set(entry.claims)
+    }
+    versions = [version for version in versions if version.sha256 in registering] or versions
     scope = _Scope(tuple(version.sha256 for version in versions), external=False)
     scope.problems.extend(protocol_file_problems(store, claim_file.protocol, scope.protocol_shas))
     for version in versions:

@@ -101,6 +101,18 @@ def _description(protocol) -> str:
         return ""
 
 
+def _deviations(store: Store, protocol) -> str:
+    """The recorded deviations that led to this version: from which version, when, why, which items."""
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for deviation in store.deviations_to(protocol.sha256):
+        grouped.setdefault((deviation.protocol_sha256, deviation.timing, deviation.reason), []).append(deviation.item)
+    return "".join(
+        f'<br><span class="note">Recorded deviation from <code>{esc(before[:12])}</code> ({esc(timing)}): '
+        f"{esc(reason)} Items: {esc(', '.join(items))}.</span>"
+        for (before, timing, reason), items in grouped.items()
+    )
+
+
 def write_report(
     store: Store,
     protocol_sha256s: tuple[str, ...],
@@ -283,6 +295,7 @@ def write_report(
     protocol_items = "".join(
         f"<li><code>{esc(protocol.sha256)}</code> — {esc(protocol.name)} (version {esc(protocol.version or '—')})"
         + (f'<br><span class="note">{esc(described)}</span>' if (described := _description(protocol)) else "")
+        + _deviations(store, protocol)
         + "</li>"
         for protocol in protocols
     )

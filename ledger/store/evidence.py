@@ -7,7 +7,7 @@ A claim without a loop reads each row's final reading (``ledger.store.final_read
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledger.store.chain import Store
 from ledger.store.reads import EvidenceReading
@@ -17,9 +17,18 @@ from ledger.store.reads import EvidenceReading
 class StoreEvidence:
     store: Store
     protocol_sha256s: tuple[str, ...]
+    _named: dict[str, str] | None = field(default=None, init=False, repr=False)
 
     def manifest_sha256(self, manifest: str) -> str | None:
-        """The latest registered manifest of that name in scope."""
+        """The manifest of that name in scope: as the latest registration in scope named it (a manifest
+        shared by two versions is stored once, under the first), else the latest stored under that name."""
+        if self._named is None:
+            self._named = {}
+            for entry in self.store.registrations():  # chain order: a later registration overrides
+                if entry.protocol_sha256 in self.protocol_sha256s:
+                    self._named.update(dict(entry.manifests))
+        if manifest in self._named:
+            return self._named[manifest]
         found = self.store.manifests_of(self.protocol_sha256s, name=manifest)
         return found[-1].sha256 if found else None
 
@@ -28,7 +37,7 @@ class StoreEvidence:
         sha = self.manifest_sha256(manifest)
         if sha is None:
             return None
-        checkpoint = self.store.latest_checkpoint_on(arm, sha)
+        checkpoint = self.store.latest_checkpoint_on(arm, sha, self.protocol_sha256s)
         return (sha, checkpoint) if checkpoint is not None else None
 
     def records(self, arm: str, manifest: str) -> list[EvidenceReading]:
@@ -78,7 +87,7 @@ class StoreEvidence:
         sha = self.manifest_sha256(manifest)
         if sha is None:
             return None
-        checkpoint = checkpoint or self.store.latest_checkpoint_on(arm, sha)
+        checkpoint = checkpoint or self.store.latest_checkpoint_on(arm, sha, self.protocol_sha256s)
         if checkpoint is None:
             return None
         return self.store.measured_losses(sha, arm=arm, checkpoint_sha256=checkpoint, loop=loop) or None
@@ -89,7 +98,7 @@ class StoreEvidence:
         sha = self.manifest_sha256(manifest)
         if sha is None:
             return []
-        checkpoints = self.store.checkpoints_on(arm, sha)
+        checkpoints = self.store.checkpoints_on(arm, sha, self.protocol_sha256s)
         meta = self.store.checkpoint_meta(checkpoints)
         points = [(c, float(meta[c]["flops_total"])) for c in checkpoints if "flops_total" in meta.get(c, {})]
         return sorted(points, key=lambda point: point[1])

@@ -496,3 +496,31 @@ def test_unevaluated_claim_and_heatmap_of_a_hand_built_ledger(tiny):
     _, src = figure_with_img(heatmaps, "arm A on eval")
     assert_png(out.parent / src)
     assert json.loads(json.dumps(grid.counts))[3] == [6, 6, 6, 6]
+
+
+def test_header_lists_the_recorded_deviations_of_each_version(tmp_path):
+    """A protocol registered, then changed through `deviate`: the report's header names, for the new version,
+    the version it came from, when and why, and every deviated item."""
+    from ledger.audit.preregistration import deviate
+
+    smoke = (ROOT / "protocols" / "smoke.yaml").read_text(encoding="utf-8")
+    old, new = tmp_path / "v1" / "smoke.yaml", tmp_path / "v2" / "smoke.yaml"
+    changed = smoke.replace("seed: 11, split: test}", "seed: 12, split: test}", 1).replace(
+        "version: 1", "version: 2", 1
+    )
+    for path, text in ((old, smoke), (new, changed)):
+        path.parent.mkdir()
+        path.write_text(text.replace("../claims/smoke.yaml", str(ROOT / "claims" / "smoke.yaml")), encoding="utf-8")
+    store = open_store(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        register(store, old)
+        before, after, changes = deviate(store, new, reason="A fresh evaluation seed.", timing="before_data")
+        html = write_report(store, (before, after), tmp_path / "report", title="t").read_text(encoding="utf-8")
+    finally:
+        store.close()
+    header = html.split("</header>")[0]
+    assert f"Recorded deviation from <code>{before[:12]}</code> (before_data): A fresh evaluation seed." in header
+    assert all(item in header for item, _, _ in changes) and {"manifests.eval.seed", "version"} <= {
+        c[0] for c in changes
+    }
+    assert header.count("Recorded deviation") == 1  # version 1 has none

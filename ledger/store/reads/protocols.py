@@ -56,6 +56,8 @@ class RegistrationEntry:
     protocol_sha256: str
     file: str
     file_sha256: str
+    claims: tuple[str, ...] = ()  # the claim keys (``protocol/id``) this registration preregistered
+    manifests: tuple[tuple[str, str], ...] = ()  # (name, sha256) of its manifests, shared ones included
 
 
 class ProtocolReads(StoreBase):
@@ -100,7 +102,15 @@ class ProtocolReads(StoreBase):
         """``registration`` entries in chain order (of one protocol name if given)."""
         found = []
         for seq, data in self._entry_data("registration"):
-            entry = RegistrationEntry(seq, data["protocol"], data["protocol_sha256"], data["file"], data["file_sha256"])
+            entry = RegistrationEntry(
+                seq,
+                data["protocol"],
+                data["protocol_sha256"],
+                data["file"],
+                data["file_sha256"],
+                tuple(data.get("claims") or ()),
+                tuple(sorted((data.get("manifests") or {}).items())),
+            )
             if protocol is None or entry.protocol == protocol:
                 found.append(entry)
         return found

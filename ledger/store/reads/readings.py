@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Integer, Select, cast, select
 
@@ -145,26 +146,41 @@ class EvidenceReads(StoreBase):
         with self._read() as conn:
             return conn.execute(stmt.limit(1)).first() is not None
 
-    def latest_checkpoint_on(self, arm: str, manifest_sha256: str) -> str | None:
-        """The arm's most recently recorded checkpoint with readings of the manifest."""
+    @staticmethod
+    def _read_by(e: Any, arm: str, manifest_sha256: str, protocol_sha256s: Iterable[str] | None) -> list:
+        """Evidence of the arm on the manifest, written by runs of these protocol versions (any, if None):
+        two versions of one protocol share arm names and often manifests, and each claim reads its own."""
+        where = [e.c.arm == arm, e.c.manifest_sha256 == manifest_sha256]
+        if protocol_sha256s is not None:
+            u = table("runs")
+            where.append(e.c.run_id.in_(select(u.c.run_id).where(u.c.protocol_sha256.in_(list(protocol_sha256s)))))
+        return where
+
+    def latest_checkpoint_on(
+        self, arm: str, manifest_sha256: str, protocol_sha256s: Iterable[str] | None = None
+    ) -> str | None:
+        """The arm's most recently recorded checkpoint with readings of the manifest (by these protocols' runs)."""
         e, c = table("evidence"), table("checkpoints")
         stmt = (
             select(c.c.sha256)
             .join(e, e.c.checkpoint_sha256 == c.c.sha256)
-            .where(e.c.arm == arm, e.c.manifest_sha256 == manifest_sha256)
+            .where(*self._read_by(e, arm, manifest_sha256, protocol_sha256s))
             .order_by(c.c.id.desc())
             .limit(1)
         )
         with self._read() as conn:
             return conn.execute(stmt).scalar()
 
-    def checkpoints_on(self, arm: str, manifest_sha256: str) -> list[str]:
-        """Every checkpoint of the arm with readings of the manifest, in recording order (a training curve)."""
+    def checkpoints_on(
+        self, arm: str, manifest_sha256: str, protocol_sha256s: Iterable[str] | None = None
+    ) -> list[str]:
+        """Every checkpoint of the arm with readings of the manifest (by these protocols' runs), in recording
+        order (a training curve)."""
         e, c = table("evidence"), table("checkpoints")
         stmt = (
             select(c.c.sha256, c.c.id)
             .join(e, e.c.checkpoint_sha256 == c.c.sha256)
-            .where(e.c.arm == arm, e.c.manifest_sha256 == manifest_sha256)
+            .where(*self._read_by(e, arm, manifest_sha256, protocol_sha256s))
             .distinct()
             .order_by(c.c.id)
         )
