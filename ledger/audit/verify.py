@@ -245,9 +245,11 @@ def _protocol_scope(store: Store, claim_file: ClaimFile) -> _Scope | str:
     registering = {
         entry.protocol_sha256 for entry in store.registrations(claim_file.protocol) if keys & set(entry.claims)
     }
+    every_version = tuple(version.sha256 for version in versions)
     versions = [version for version in versions if version.sha256 in registering] or versions
     scope = _Scope(tuple(version.sha256 for version in versions), external=False)
-    scope.problems.extend(protocol_file_problems(store, claim_file.protocol, scope.protocol_shas))
+    # the file on disk is checked against every registered version: it may be a later one than these claims'
+    scope.problems.extend(protocol_file_problems(store, claim_file.protocol, every_version))
     for version in versions:
         scope.deviations.extend(deviated_items(store, version.sha256))
     return scope

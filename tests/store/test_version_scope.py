@@ -86,3 +86,38 @@ def test_a_manifest_shared_by_two_versions_is_found_in_the_scope_of_the_second(t
         assert {r.correct for r in evidence.records("A", "eval")} == {False}
     finally:
         store.close()
+
+
+def test_claims_of_version_1_are_scoped_to_it_and_the_file_on_disk_may_be_version_2(tmp_path):
+    """Real registrations: smoke v1 with its claims, then v2 (a recorded deviation) with renamed claims. The
+    v1 claim file is judged on v1 alone, and the protocol file on disk (now v2) is no finding against it."""
+    from pathlib import Path
+
+    from ledger.audit.preregistration import deviate, register
+
+    root = Path(__file__).resolve().parents[2]
+    claims_v1 = (root / "claims" / "smoke.yaml").read_text(encoding="utf-8")
+    ids = [claim.id for claim in load_claims(root / "claims" / "smoke.yaml").claims]
+    claims_v2 = claims_v1
+    for claim_id in ids:
+        claims_v2 = claims_v2.replace(f"{{id: {claim_id},", f"{{id: {claim_id}_v2,")
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims" / "smoke.yaml").write_text(claims_v1, encoding="utf-8")
+    protocol = tmp_path / "protocols" / "smoke.yaml"
+    protocol.parent.mkdir()
+    smoke = (root / "protocols" / "smoke.yaml").read_text(encoding="utf-8")
+    protocol.write_text(smoke, encoding="utf-8")
+    store = open_store(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        v1 = register(store, protocol).sha256
+        kept = tmp_path / "claims-v1.yaml"
+        kept.write_text(claims_v1, encoding="utf-8")
+        (tmp_path / "claims" / "smoke.yaml").write_text(claims_v2, encoding="utf-8")
+        protocol.write_text(smoke.replace("version: 1", "version: 2", 1), encoding="utf-8")
+        _, v2, _ = deviate(store, protocol, reason="renamed claims", timing="before_data")
+        scope_v1 = _protocol_scope(store, load_claims(kept))
+        scope_v2 = _protocol_scope(store, load_claims(tmp_path / "claims" / "smoke.yaml"))
+    finally:
+        store.close()
+    assert ids and scope_v1.protocol_shas == (v1,) and scope_v2.protocol_shas == (v2,)
+    assert scope_v1.problems == [] and scope_v2.problems == []
