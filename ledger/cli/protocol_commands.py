@@ -293,7 +293,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ledger.report.html import report_for_protocol_name
 
     with _store(args, create=False) as store:
-        path = report_for_protocol_name(store, args.name, Path(args.out) if args.out else Path("runs") / args.name)
+        try:
+            path = report_for_protocol_name(
+                store, args.name, Path(args.out) if args.out else Path("runs") / args.name, version=args.version
+            )
+        except LookupError as exc:  # no such protocol, or no such version of it
+            raise CommandError(str(exc).strip("'\"")) from None
     out.print(f"report: {path}")
     return EXIT_OK
 

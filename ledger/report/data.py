@@ -257,10 +257,14 @@ def claim_rows(store: Store, protocol_sha256s: tuple[str, ...], claim_prefix: st
     """Every claim of these protocols (or named ``claim_prefix/...``) with its first recorded outcome."""
     wanted = set(protocol_sha256s)
     prefix = f"{claim_prefix}/" if claim_prefix else None
+    # a claim a later version registered again unchanged is stored under the first: its registration names it
+    registered = {key for entry in store.registrations() if entry.protocol_sha256 in wanted for key in entry.claims}
     claims = [
         claim
         for claim in store.claims()
-        if claim.protocol_sha256 in wanted or (prefix is not None and claim.claim_id.startswith(prefix))
+        if claim.protocol_sha256 in wanted
+        or claim.claim_id in registered
+        or (prefix is not None and claim.claim_id.startswith(prefix))
     ]
     first: dict[str, RecordedOutcome] = {}
     latest: dict[str, RecordedOutcome] = {}
@@ -337,12 +341,19 @@ def support_depths_of(canonical: dict | str) -> tuple[int, int] | None:
     return (min(lows), max(highs)) if lows else None
 
 
-def resolve_protocol(store: Store, name: str) -> tuple[tuple[str, ...], tuple[int, int] | None]:
+def resolve_protocol(
+    store: Store, name: str, version: str | None = None
+) -> tuple[tuple[str, ...], tuple[int, int] | None]:
     """The registered SHA-256s of protocol or release ``name`` (every version, registration
-    order) and the union of their training supports. LookupError if never registered."""
+    order, or only ``version``) and the union of their training supports. LookupError if never registered."""
     versions = store.protocols(name=name)
     if not versions:
         raise LookupError(f"no protocol or release named {name!r} is registered in this ledger")
+    if version is not None:
+        known = [str(v.version) for v in versions]
+        versions = [v for v in versions if str(v.version) == str(version)]
+        if not versions:
+            raise LookupError(f"protocol {name!r} has no registered version {version!r} (registered: {', '.join(known)})")
     supports = [s for s in (support_depths_of(version.canonical_json) for version in versions) if s is not None]
     support = (min(s[0] for s in supports), max(s[1] for s in supports)) if supports else None
     return tuple(version.sha256 for version in versions), support

@@ -84,12 +84,21 @@ __all__ = [
 ]
 
 
-def report_for_protocol_name(store: Store, name: str, out_dir: str | Path, *, title: str | None = None) -> Path:
-    """``write_report`` for every registered version of protocol (or release) ``name``, with
-    its claims (``name/...``) and the training support read from the registered protocol."""
-    shas, support = resolve_protocol(store, name)
+def report_for_protocol_name(
+    store: Store, name: str, out_dir: str | Path, *, title: str | None = None, version: str | None = None
+) -> Path:
+    """``write_report`` for every registered version of protocol (or release) ``name`` (or only ``version``:
+    its runs and the claims its registration preregistered), with the training support read from the
+    registered protocol."""
+    shas, support = resolve_protocol(store, name, version)
+    default_title = f"{name}: ledger report" if version is None else f"{name} version {version}: ledger report"
     return write_report(
-        store, shas, Path(out_dir), title=title or f"{name}: ledger report", support_depths=support, claim_prefix=name
+        store,
+        shas,
+        Path(out_dir),
+        title=title or default_title,
+        support_depths=support,
+        claim_prefix=name if version is None else None,
     )
 
 

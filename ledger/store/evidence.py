@@ -7,7 +7,7 @@ A claim without a loop reads each row's final reading (``ledger.store.final_read
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ledger.store.chain import Store
 from ledger.store.reads import EvidenceReading
@@ -17,18 +17,9 @@ from ledger.store.reads import EvidenceReading
 class StoreEvidence:
     store: Store
     protocol_sha256s: tuple[str, ...]
-    _named: dict[str, str] | None = field(default=None, init=False, repr=False)
 
     def manifest_sha256(self, manifest: str) -> str | None:
-        """The manifest of that name in scope: as the latest registration in scope named it (a manifest
-        shared by two versions is stored once, under the first), else the latest stored under that name."""
-        if self._named is None:
-            self._named = {}
-            for entry in self.store.registrations():  # chain order: a later registration overrides
-                if entry.protocol_sha256 in self.protocol_sha256s:
-                    self._named.update(dict(entry.manifests))
-        if manifest in self._named:
-            return self._named[manifest]
+        """The latest registered manifest of that name in scope (a manifest two versions share included)."""
         found = self.store.manifests_of(self.protocol_sha256s, name=manifest)
         return found[-1].sha256 if found else None
 

@@ -524,3 +524,50 @@ def test_header_lists_the_recorded_deviations_of_each_version(tmp_path):
         c[0] for c in changes
     }
     assert header.count("Recorded deviation") == 1  # version 1 has none
+
+
+def test_report_of_one_version_reads_its_runs_and_claims_and_an_unknown_version_is_one_line(tmp_path):
+    """`ledger report NAME --version N`: the header names that version alone and the claims table holds the
+    claims its registration preregistered (version 1's, here, were registered again unchanged by version 2)."""
+    from ledger.audit.preregistration import deviate
+    from ledger.report.html import report_for_protocol_name
+
+    smoke = (ROOT / "protocols" / "smoke.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "smoke.yaml"
+    path.write_text(smoke.replace("../claims/smoke.yaml", str(ROOT / "claims" / "smoke.yaml")), encoding="utf-8")
+    db = tmp_path / "ledger.db"
+    store = open_store(f"sqlite:///{db}")
+    try:
+        v1 = register(store, path).sha256
+        path.write_text(path.read_text(encoding="utf-8").replace("version: 1", "version: 2", 1), encoding="utf-8")
+        _, v2, _ = deviate(store, path, reason="a new version", timing="before_data")
+        html = report_for_protocol_name(store, "smoke", tmp_path / "r2", version="2").read_text(encoding="utf-8")
+    finally:
+        store.close()
+    header, claims = html.split("</header>")[0], html.split('id="claims"')[1].split("</section>")[0]
+    assert v2 in header and v1 not in header.split("Recorded deviation")[0] and "smoke version 2" in header
+    from ledger.spec.claims import load_claims
+
+    registered = [c.id for c in load_claims(ROOT / "claims" / "smoke.yaml").claims]
+    assert all(claim_id in claims for claim_id in registered)
+    bad = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ledger",
+            "report",
+            "smoke",
+            "--version",
+            "7",
+            "--db",
+            f"sqlite:///{db}",
+            "--out",
+            str(tmp_path / "r7"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip() == "protocol 'smoke' has no registered version '7' (registered: 1, 2)"
+    assert not (tmp_path / "r7").exists()

@@ -80,7 +80,9 @@ def test_a_manifest_shared_by_two_versions_is_found_in_the_scope_of_the_second(t
         manifest = example_manifest(4, name="eval")
         _version(store, 1, manifest, "1" * 64, correct=True)
         v2 = _version(store, 2, manifest, "2" * 64, correct=False)
-        assert store.manifests_of([v2]) == []  # stored once, under version 1
+        (shared,) = store.manifests_of([v2])  # stored once, under version 1; version 2's registration names it
+        assert shared.sha256 == manifest.sha256 and shared.protocol_sha256 != v2
+        assert [m.sha256 for m in store.manifests_of([v2], name="eval")] == [manifest.sha256]
         evidence = StoreEvidence(store, (v2,))
         assert evidence.manifest_sha256("eval") == manifest.sha256
         assert {r.correct for r in evidence.records("A", "eval")} == {False}

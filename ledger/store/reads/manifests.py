@@ -41,20 +41,35 @@ class ManifestReads(StoreBase):
         found = self._records(stmt.where(m.c.sha256 == sha256), RegisteredManifest)
         return found[0] if found else None
 
+    def _registered_by(self, protocol_sha256s: Iterable[str]):
+        """Manifests these protocols registered: stored under them, or (a manifest two versions share is
+        stored once, under the first) named by their registration entries."""
+        m = table("manifests")
+        shas = set(protocol_sha256s)
+        named = {
+            (name, sha)
+            for _, data in self._entry_data("registration")
+            if data.get("protocol_sha256") in shas
+            for name, sha in (data.get("manifests") or {}).items()
+        }
+        return m.c.protocol_sha256.in_(list(shas)) | m.c.sha256.in_(sorted(sha for _, sha in named)), named
+
     def manifests_of(self, protocol_sha256s: Iterable[str], *, name: str | None = None) -> list[RegisteredManifest]:
         """Manifests registered by these protocols (or releases), in registration order."""
         m, stmt = _manifest_columns()
-        stmt = stmt.where(m.c.protocol_sha256.in_(list(protocol_sha256s)))
-        if name is not None:
-            stmt = stmt.where(m.c.name == name)
+        registered, named = self._registered_by(protocol_sha256s)
+        stmt = stmt.where(registered)
+        if name is not None:  # the name a registration gave it, or the one it was stored under
+            stmt = stmt.where((m.c.name == name) | m.c.sha256.in_(sorted(sha for n, sha in named if n == name)))
         return self._records(stmt, RegisteredManifest)
 
     def manifests_with_evidence(self, protocol_sha256s: Iterable[str], *, task: str) -> list[RegisteredManifest]:
         """The protocols' manifests holding rows of ``task`` and any evidence, in registration order."""
         m, stmt = _manifest_columns()
         r, e = table("rows"), table("evidence")
+        registered, _ = self._registered_by(protocol_sha256s)
         stmt = stmt.where(
-            m.c.protocol_sha256.in_(list(protocol_sha256s)),
+            registered,
             exists().where(r.c.manifest_sha256 == m.c.sha256, r.c.task == task),
             exists().where(e.c.manifest_sha256 == m.c.sha256),
         )
