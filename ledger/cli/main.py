@@ -262,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("name", help="protocol or release name")
     report.add_argument("--out", help="output folder (default runs/NAME)")
     report.add_argument(
-        "--version", help="only this registered version: its runs and the claims it preregistered (default: every version)"
+        "--version",
+        help="only this registered version: its runs and the claims it preregistered (default: every version)",
     )
     report.set_defaults(handler=cmd_report)
 

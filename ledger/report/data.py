@@ -353,7 +353,9 @@ def resolve_protocol(
         known = [str(v.version) for v in versions]
         versions = [v for v in versions if str(v.version) == str(version)]
         if not versions:
-            raise LookupError(f"protocol {name!r} has no registered version {version!r} (registered: {', '.join(known)})")
+            raise LookupError(
+                f"protocol {name!r} has no registered version {version!r} (registered: {', '.join(known)})"
+            )
     supports = [s for s in (support_depths_of(version.canonical_json) for version in versions) if s is not None]
     support = (min(s[0] for s in supports), max(s[1] for s in supports)) if supports else None
     return tuple(version.sha256 for version in versions), support
