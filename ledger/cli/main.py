@@ -248,7 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the arms in N processes writing into one ledger (GPUs round robin; an arm continuing from "
         "another stays with it), then judge the claims. Data-parallel training of one arm: torchrun (README)",
     )
-    run.add_argument("--no-progress", action="store_true", help="no progress bars (the log still records progress)")
+    run.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars, the model library's own (loading weights) included; the log still records progress",
+    )
     run.set_defaults(handler=cmd_run)
 
     report = with_db(

@@ -190,6 +190,8 @@ def _flops(value: float) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.no_progress:  # the model library's own bars too (loading weights, de-quantising a GGUF):
+        os.environ["TQDM_DISABLE"] = "1"  # tqdm reads it once, when first imported, which is below
     try:
         from ledger.run.bases import BaseUnavailable, RunRefused
         from ledger.run.runner import Runner
