@@ -7,7 +7,7 @@ A claim without a loop reads each row's final reading (``ledger.store.final_read
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ledger.store.chain import Store
 from ledger.store.reads import EvidenceReading
@@ -17,11 +17,15 @@ from ledger.store.reads import EvidenceReading
 class StoreEvidence:
     store: Store
     protocol_sha256s: tuple[str, ...]
+    _manifests: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
 
     def manifest_sha256(self, manifest: str) -> str | None:
-        """The latest registered manifest of that name in scope (a manifest two versions share included)."""
-        found = self.store.manifests_of(self.protocol_sha256s, name=manifest)
-        return found[-1].sha256 if found else None
+        """The latest registered manifest of that name in scope (a manifest two versions share included);
+        resolved once per name, as every read of a claim asks again."""
+        if manifest not in self._manifests:
+            found = self.store.manifests_of(self.protocol_sha256s, name=manifest)
+            self._manifests[manifest] = found[-1].sha256 if found else None
+        return self._manifests[manifest]
 
     def _latest(self, arm: str, manifest: str) -> tuple[str, str] | None:
         """(manifest sha, checkpoint sha) of the arm's latest checkpoint that read the manifest."""

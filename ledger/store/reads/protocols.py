@@ -57,7 +57,6 @@ class RegistrationEntry:
     file: str
     file_sha256: str
     claims: tuple[str, ...] = ()  # the claim keys (``protocol/id``) this registration preregistered
-    manifests: tuple[tuple[str, str], ...] = ()  # (name, sha256) of its manifests, shared ones included
 
 
 class ProtocolReads(StoreBase):
@@ -109,7 +108,6 @@ class ProtocolReads(StoreBase):
                 data["file"],
                 data["file_sha256"],
                 tuple(data.get("claims") or ()),
-                tuple(sorted((data.get("manifests") or {}).items())),
             )
             if protocol is None or entry.protocol == protocol:
                 found.append(entry)
