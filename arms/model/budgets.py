@@ -274,34 +274,24 @@ class AdapterRecurrentLM(RecurrentLM):
     def merged(self) -> bool:
         return self._merged is not None
 
-    def _run_layers(self, layers, idx, hidden, ctx) -> torch.Tensor:
-        layer_types = getattr(self.surgery.config, "layer_types", None)
-        for layer, i in zip(layers, idx):
-            kind = layer_types[i] if layer_types else "full_attention"
-            hidden = layer(
-                hidden,
-                attention_mask=ctx.masks[kind],
-                position_embeddings=ctx.position_embeddings,
-                position_ids=ctx.position_ids,
-            )
-        return hidden
-
     # -- the loop --------------------------------------------------------------
 
-    def _step(self, t: int, state, prelude_out, ctx, rows=None, answer_positions=None) -> torch.Tensor:
+    def _cache_from(self) -> int:
+        return 2  # loop 1 runs without the adapter: the prompt's keys and values repeat from loop 2 on
+
+    def _block_pass(self, t: int, entry: torch.Tensor, ctx, cache=None) -> torch.Tensor:
         if t == 1:  # identity route, adapter off: the base's own layers, bit for bit
             with adapters_disabled(self.lora_layers()):
-                return super()._step(t, state, prelude_out, ctx, rows, answer_positions)
+                return super()._block_pass(t, entry, ctx, cache)
         if self._merged is None:
-            return super()._step(t, state, prelude_out, ctx, rows, answer_positions)
+            return super()._block_pass(t, entry, ctx, cache)
         if self.training:
             raise RuntimeError("the merged block copy is for inference; call use_merged_block(False) to train")
         if self._fingerprint() != self._merged_fingerprint:
             raise RuntimeError(
                 "adapter or block weights changed since use_merged_block(); call it again to refresh the merged copy"
             )
-        entry = self._entry(state, prelude_out, rows, answer_positions)
-        return self._run_layers(self._merged, self.surgery.block_idx, entry, ctx)
+        return self._run(self.surgery.block_idx, entry, ctx, layers=self._merged, cache=cache)
 
 
 def apply_adapter_budget(

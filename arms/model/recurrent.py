@@ -21,13 +21,14 @@ lm_head applied to that loop's state, at the answer position of each row.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any, cast
 
 import torch
 from torch import nn
 
 from arms.model.bridges import ConcatAdapter, SplitBridge
+from arms.model.live_rows import AnswerRows, Context, LiveRows, cache_keyword, prompt_cacheable
 from arms.model.surgery import Surgery, make_surgery
 
 S0_KINDS = ("random", "zeros", "prelude")
@@ -51,15 +52,6 @@ def last_token_positions(attention_mask: torch.Tensor) -> torch.Tensor:
     """Index of the last non-pad token of each row (works for left and right padding)."""
     seq_len = attention_mask.shape[-1]
     return seq_len - 1 - attention_mask.flip(-1).to(torch.long).argmax(-1)
-
-
-@dataclass
-class _Context:
-    """What every layer call shares within one forward: masks and position embeddings."""
-
-    masks: dict
-    position_ids: torch.Tensor
-    position_embeddings: tuple
 
 
 class RecurrentLM(nn.Module):
@@ -154,7 +146,7 @@ class RecurrentLM(nn.Module):
 
     # -- the pieces, each a call into the base's own modules -------------------
 
-    def _context(self, embeds, attention_mask, position_ids) -> _Context:
+    def _context(self, embeds, attention_mask, position_ids) -> Context:
         from transformers import masking_utils
 
         config = self.surgery.config
@@ -174,27 +166,34 @@ class RecurrentLM(nn.Module):
         if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
             masks["sliding_attention"] = masking_utils.create_sliding_window_causal_mask(**kwargs)
         position_embeddings = self.surgery.rotary_emb(embeds, position_ids)
-        return _Context(masks, position_ids, position_embeddings)
+        return Context(masks, position_ids, position_embeddings)
 
-    def _run(self, idx: tuple[int, ...], hidden: torch.Tensor, ctx: _Context) -> torch.Tensor:
-        layers = cast(nn.ModuleList, self.surgery.decoder.layers)
+    def _run(self, idx: tuple[int, ...], hidden: torch.Tensor, ctx: Context, *, layers=None, cache=None):
+        """The base's layers ``idx`` (or ``layers``, copies standing in for them) over ``hidden``; with a
+        ``cache`` each layer's attention appends its keys and values there and attends to what it holds."""
+        own = cast(nn.ModuleList, self.surgery.decoder.layers)
         layer_types = getattr(self.surgery.config, "layer_types", None)
-        for i in idx:
+        for j, i in enumerate(idx):
+            layer = own[i] if layers is None else layers[j]
             kind = layer_types[i] if layer_types else "full_attention"
-            hidden = layers[i](
+            extra = {cache_keyword(layer): cache} if cache is not None else {}
+            hidden = layer(
                 hidden,
                 attention_mask=ctx.masks[kind],
                 position_embeddings=ctx.position_embeddings,
                 position_ids=ctx.position_ids,
+                **extra,
             )
         return hidden
 
-    def _readout(self, state, ctx, rows, answer_positions) -> torch.Tensor:
-        hidden = self._run(self.surgery.coda_idx, state, ctx)
-        # The base normalises the whole sequence before slicing; RMSNorm is per
-        # position, so normalising only the answer positions gives the same bits.
-        picked = hidden[rows, answer_positions].unsqueeze(1)
-        return self.surgery.lm_head(self.surgery.norm(picked)).squeeze(1)
+    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Final norm and lm_head. The base normalises the whole sequence before slicing; RMSNorm is per
+        position, so normalising only the answer positions gives the same bits."""
+        return self.surgery.lm_head(self.surgery.norm(hidden.unsqueeze(1))).squeeze(1)
+
+    def _readout(self, state, ctx, rows, answer_positions, cache=None) -> torch.Tensor:
+        hidden = self._run(self.surgery.coda_idx, state, ctx, cache=cache)
+        return self._head(hidden[rows, answer_positions])
 
     def _initial_state(self, e: torch.Tensor, generator) -> torch.Tensor:
         if self.s0 == "zeros":
@@ -208,19 +207,23 @@ class RecurrentLM(nn.Module):
         nn.init.trunc_normal_(s0, 0.0, sigma, -3 * sigma, 3 * sigma, generator=generator)
         return s0.to(e.dtype)
 
-    def _step(self, t: int, state, prelude_out, ctx, rows=None, answer_positions=None) -> torch.Tensor:
+    def _block_pass(self, t: int, entry: torch.Tensor, ctx: Context, cache=None) -> torch.Tensor:
+        """The block's layers as loop ``t`` runs them (the adapter arm runs loop 1 without its adapter)."""
+        return self._run(self.surgery.block_idx, entry, ctx, cache=cache)
+
+    def _step(self, t: int, state, prelude_out, ctx, rows=None, answer_positions=None, cache=None) -> torch.Tensor:
         """One pass through the block: loop t's state from loop t-1's."""
         if self.design == "M":
             adapter = cast(ConcatAdapter, self.bridge)
-            return adapter.leave_block(self._run(self.surgery.block_idx, adapter(state, prelude_out), ctx))
+            return adapter.leave_block(self._block_pass(t, adapter(state, prelude_out), ctx, cache))
         if t == 1:  # identity route: the block runs straight on the prelude output
-            return self._run(self.surgery.block_idx, prelude_out, ctx)
-        return self._run(self.surgery.block_idx, self._entry(state, prelude_out, rows, answer_positions), ctx)
+            return self._block_pass(t, prelude_out, ctx, cache)
+        return self._block_pass(t, self._entry(state, prelude_out, rows, answer_positions), ctx, cache)
 
     def _entry(self, state, prelude_out, rows=None, answer_positions=None) -> torch.Tensor:
         """Design S, loop t >= 2: what enters the block (the bridge's output, by `reentry`)."""
         entry = state if self.bridge is None else self.bridge(state, prelude_out)
-        if self.reentry == "answer":
+        if self.reentry == "answer" and entry.shape[1] > 1:
             # Only the answer position carries the state; every other position enters
             # the block with the prelude output, as at loop 1, so (causal attention) the
             # prompt's keys and values are loop 1's at every loop.
@@ -228,6 +231,25 @@ class RecurrentLM(nn.Module):
                 raise ValueError("reentry='answer' needs the rows and answer positions of the batch")
             entry = prelude_out.index_put((rows, answer_positions), entry[rows, answer_positions])
         return entry
+
+    def _cache_from(self) -> int:
+        """The first loop whose block weights every later loop shares: from there on the prompt's keys and
+        values repeat under answer-only re-entry (``arms.model.live_rows``)."""
+        return 1
+
+    def _prompt_cache(self, ctx, answer_positions, seq_len: int, no_grad_loops: int, cache_prompt: bool | None):
+        """A fresh ``DynamicCache`` when this forward may run loops after ``_cache_from`` on the answer alone."""
+        from transformers import DynamicCache
+
+        possible = (
+            self.design == "S"
+            and self.reentry == "answer"
+            and no_grad_loops == 0  # else the cache would be filled without gradient
+            and prompt_cacheable(ctx, answer_positions, seq_len, getattr(self.surgery.config, "layer_types", None))
+        )
+        if cache_prompt and not possible:
+            raise ValueError("cache_prompt needs reentry='answer', left padding, full attention and no_grad_loops=0")
+        return DynamicCache() if possible and cache_prompt is not False else None
 
     # -- forward --------------------------------------------------------------
 
@@ -243,6 +265,8 @@ class RecurrentLM(nn.Module):
         return_states: bool = False,
         no_grad_loops: int = 0,
         depths: torch.Tensor | None = None,
+        read_at: Iterable[int] | None = None,
+        cache_prompt: bool | None = None,
     ):
         """Readouts [loops, batch, vocab] for every loop 1..loops, in one pass.
 
@@ -258,11 +282,20 @@ class RecurrentLM(nn.Module):
         then costs the sum of its depths instead of batch x max(depth) block passes;
         every row's own loops get the same values as without `depths` (the rows of a
         batch never interact).
+        `read_at` (default every loop) names the loops whose readouts are computed and
+        returned, in loop order ([len(read_at), batch, vocab]): the coda runs only there
+        (a latency that answers at loop T reads loop T alone).
+        `cache_prompt` (default: wherever it applies) runs answer-only re-entry's later
+        loops on the answer position against the cached prompt (``arms.model.live_rows``);
+        False forces the uncached computation, True refuses a forward it cannot apply to.
         """
         if not isinstance(loops, int) or loops < 1:
             raise ValueError(f"loops must be an integer >= 1, got {loops!r}")
         if not 0 <= no_grad_loops <= loops:
             raise ValueError(f"no_grad_loops must lie in [0, loops={loops}], got {no_grad_loops}")
+        wanted = set(range(1, loops + 1)) if read_at is None else set(read_at)
+        if not wanted or not wanted <= set(range(1, loops + 1)):
+            raise ValueError(f"read_at {sorted(wanted)} must name loops in 1..{loops}")
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if position_ids is None:
@@ -274,23 +307,43 @@ class RecurrentLM(nn.Module):
         embeds = self.surgery.embed_tokens(input_ids)
         ctx = self._context(embeds, attention_mask, position_ids)
         prelude_out = self._run(self.surgery.prelude_idx, embeds, ctx)
+        cache = self._prompt_cache(ctx, answer_positions, input_ids.shape[1], no_grad_loops, cache_prompt)
 
         readouts, states = [], []
         state = prelude_out if self.design == "S" else self._initial_state(prelude_out, generator)
-        live = _LiveRows(self, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx)
+        live = LiveRows(self, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx)
+        vocab = cast(nn.Linear, self.surgery.lm_head).out_features
         for t in range(1, loops + 1):
             with torch.set_grad_enabled(torch.is_grad_enabled() and t > no_grad_loops):
                 if t == no_grad_loops + 1 and no_grad_loops:
                     state = state.detach()
                 state, prelude_live = live.keep_until(t, state, prelude_out)
                 if live.count == 0:  # every row is past its depth
-                    vocab = cast(nn.Linear, self.surgery.lm_head).out_features
-                    readouts.append(live.scatter(prelude_out.new_zeros(0, vocab)))
-                    states.append(live.scatter(prelude_out.new_zeros(0, prelude_out.shape[-1])))
-                    continue
-                state = self._step(t, state, prelude_live, live.ctx, live.local_rows, live.answer_positions)
-                readouts.append(live.scatter(self._readout(state, live.ctx, live.local_rows, live.answer_positions)))
-                states.append(live.scatter(state[live.local_rows, live.answer_positions]))
+                    readout = prelude_out.new_zeros(0, vocab) if t in wanted else None
+                    at_answer = prelude_out.new_zeros(0, prelude_out.shape[-1])
+                elif isinstance(live, AnswerRows):  # the prompt is cached: the answer position alone
+                    entry = state if self.bridge is None else self.bridge(state, prelude_live)
+                    state = self._block_pass(t, entry, live.ctx, cache)
+                    readout = self._head(self._run(self.surgery.coda_idx, state, live.ctx, cache=cache)[:, 0])
+                    readout = readout if t in wanted else None
+                    at_answer = state[:, 0]
+                    live.end_loop()
+                else:
+                    filling = cache if cache is not None and t == self._cache_from() else None
+                    state = self._step(
+                        t, state, prelude_live, live.ctx, live.local_rows, live.answer_positions, filling
+                    )
+                    readout = None
+                    if t in wanted or filling is not None:  # the coda's prompt entries are needed later
+                        readout = self._readout(state, live.ctx, live.local_rows, live.answer_positions, filling)
+                    readout = readout if t in wanted else None
+                    at_answer = state[live.local_rows, live.answer_positions]
+                    if filling is not None:
+                        live = AnswerRows(live, prelude_live, filling, prompt_len=input_ids.shape[1] - 1)
+                        state = at_answer.unsqueeze(1)
+                if readout is not None:
+                    readouts.append(live.scatter(readout))
+                states.append(live.scatter(at_answer))
 
         stacked = torch.stack(readouts)
         if return_states:
@@ -331,59 +384,3 @@ class RecurrentLM(nn.Module):
                     hidden = self._run(self.surgery.coda_idx, state, ctx)
                     out[t] = self.surgery.lm_head(self.surgery.norm(hidden))
         return out
-
-
-class _LiveRows:
-    """The rows of a batch still inside their depth, for `RecurrentLM.forward(depths=...)`.
-
-    Without depths every row stays live and nothing is copied. With depths, at loop t
-    the rows with depth < t are dropped from the running state (for good: depth only
-    falls behind t), the masks and rotary embeddings are rebuilt for the survivors,
-    and `scatter` puts a live-rows tensor back at full batch size with zeros for the
-    finished rows (index_copy, so gradients reach the live rows only).
-    """
-
-    def __init__(self, model, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx):
-        self.model = model
-        self.batch = rows.shape[0]
-        self.depths = None
-        if depths is not None:
-            depths = torch.as_tensor(depths, device=rows.device).long()
-            if depths.shape != (self.batch,):
-                raise ValueError(f"depths must have shape [{self.batch}], got {tuple(depths.shape)}")
-            if self.batch and int(depths.min()) < 1:
-                raise ValueError("every depth must be >= 1")
-            self.depths = depths
-        self.index = rows  # batch indices of the live rows
-        self.embeds, self.attention_mask, self.position_ids = embeds, attention_mask, position_ids
-        self.all_answer_positions = answer_positions
-        self.answer_positions = answer_positions
-        self.ctx = ctx
-        self.local_rows = rows
-        self.prelude_live = None  # the prelude output of the live rows, once some have left
-
-    @property
-    def count(self) -> int:
-        return int(self.index.shape[0])
-
-    def keep_until(self, t: int, state, prelude_out):
-        """Drop the rows whose depth is below t; returns (state, prelude output) of the live rows."""
-        if self.depths is None:
-            return state, prelude_out
-        keep = self.depths[self.index] >= t
-        if not bool(keep.all()):
-            self.index = self.index[keep]
-            state = state[keep]
-            idx = self.index
-            self.answer_positions = self.all_answer_positions[idx]
-            self.local_rows = torch.arange(idx.shape[0], device=idx.device)
-            self.prelude_live = prelude_out[idx]  # indexed once per change of the live set, not every loop
-            if idx.shape[0]:
-                self.ctx = self.model._context(self.embeds[idx], self.attention_mask[idx], self.position_ids[idx])
-        return state, self.prelude_live if self.count < self.batch else prelude_out
-
-    def scatter(self, live_values: torch.Tensor) -> torch.Tensor:
-        if self.count == self.batch:
-            return live_values
-        full = live_values.new_zeros((self.batch, *live_values.shape[1:]))
-        return full.index_copy(0, self.index, live_values)

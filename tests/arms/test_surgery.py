@@ -651,8 +651,8 @@ def test_answer_reentry_keeps_the_prompt_at_its_loop1_values(reentry):
         lambda module, args, out: outputs.append((out[0] if isinstance(out, tuple) else out).clone())
     )
     try:
-        with torch.no_grad():
-            readouts = rlm(ids, mask, loops=4)
+        with torch.no_grad():  # uncached: every loop runs every position (what justifies the prompt cache)
+            readouts = rlm(ids, mask, loops=4, cache_prompt=False)
     finally:
         handle.remove()
     assert len(outputs) == 4
