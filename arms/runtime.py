@@ -8,6 +8,7 @@ generator per stage), so a stage re-run after a crash reproduces itself bit for 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import math
@@ -251,11 +252,29 @@ class RecurrentRuntime(ArmRuntime):
         encoded = self.reader.encode(rows, return_tensors="pt")
         return encoded["input_ids"].to(self.device), encoded["attention_mask"].to(self.device)
 
-    def readouts(self, rows, loops: int) -> torch.Tensor:
-        """[loops, batch, n_symbols]: every loop's readout restricted to the reader's symbols."""
+    def readouts(self, rows, loops: int, read_at=None) -> torch.Tensor:
+        """[loops, batch, n_symbols]: every loop's readout (or those of ``read_at``) restricted to the symbols."""
         input_ids, attention_mask = self._encode(rows)
-        out = self.model(input_ids, attention_mask, loops=loops)
+        out = self.model(input_ids, attention_mask, loops=loops, read_at=read_at)
         return out[..., self.symbol_ids]
+
+    @contextlib.contextmanager
+    def inference_copy(self):
+        """Evaluation mode, on the adapter arm's merged block copy where it fits (``merged_copy_fits``): loops >= 2
+        then cost what a full-block loop costs; the copy is dropped afterwards, so training is untouched."""
+        from arms.model.budgets import AdapterRecurrentLM, merged_copy_fits
+
+        was_training = self.model.training
+        self.model.eval()
+        merge = isinstance(self.model, AdapterRecurrentLM) and merged_copy_fits(self.model)
+        if merge:
+            self.model.use_merged_block()
+        try:
+            yield
+        finally:
+            if merge:
+                self.model.use_merged_block(False)
+            self.model.train(was_training)
 
     def loop1_logits(self, rows):
         return self.readouts(rows, 1)[0]
@@ -284,7 +303,12 @@ class RecurrentRuntime(ArmRuntime):
         return recurrent_loss(self.model, batch, objective=stage.objective, anneal_weight=weight).loss
 
     def evaluate(self, rows, evaluation) -> list[Reading]:
-        """Forced depth: each row read at every loop 1..depth in one forward (rows batched by depth)."""
+        """Forced depth: each row read at every loop 1..depth in one forward (rows batched by depth), on the
+        merged copy where the adapter arm's fits."""
+        with self.inference_copy():
+            return self._evaluate(rows, evaluation)
+
+    def _evaluate(self, rows, evaluation) -> list[Reading]:
         readings: list[Reading] = []
         by_depth: dict[int, list] = {}
         for row in rows:
@@ -314,8 +338,8 @@ class RecurrentRuntime(ArmRuntime):
             for _ in range(3):
                 synchronize(self.device)
                 started = time.perf_counter()
-                with torch.inference_mode():
-                    self.readouts([row], loops)
+                with torch.inference_mode():  # the time to answer at the row's depth: that loop's readout alone
+                    self.readouts([row], loops, read_at=(loops,))
                 synchronize(self.device)
                 times.append((time.perf_counter() - started) * 1000.0)
             reading = final.get((row.row_id, row.depth)) or final.get((row.row_id, loops))

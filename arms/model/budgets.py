@@ -61,6 +61,7 @@ __all__ = [
     "bridge_param_groups",
     "lora_layers",
     "merged_block_copy",
+    "merged_copy_fits",
     "state_dict_sha256",
     "trainable_parameter_count",
     "unload_adapter",
@@ -363,6 +364,28 @@ def merged_block_copy(model: AdapterRecurrentLM) -> nn.ModuleList:
     if lora_layers(copies):
         raise AssertionError("merged copy still holds LoRA layers")
     return copies
+
+
+# The stated rule for evaluating on the merged copy: it must take at most this share of the memory free on
+# the model's device (the copy is dropped after evaluation, so the share is transient).
+MERGED_COPY_MEMORY_SHARE = 0.5
+
+
+def merged_copy_bytes(model: AdapterRecurrentLM) -> int:
+    """What ``merged_block_copy`` allocates: one copy of the block's base weights (the LoRA delta merged in)."""
+    return sum(
+        p.numel() * p.element_size()
+        for layer in model.surgery.block
+        for name, p in layer.named_parameters()
+        if "lora_" not in name
+    )
+
+
+def merged_copy_fits(model: AdapterRecurrentLM) -> bool:
+    """True when the merged copy takes at most ``MERGED_COPY_MEMORY_SHARE`` of the device's free memory."""
+    from arms.device import free_memory_bytes, model_device
+
+    return merged_copy_bytes(model) <= MERGED_COPY_MEMORY_SHARE * free_memory_bytes(model_device(model))
 
 
 def unload_adapter(model: AdapterRecurrentLM) -> RecurrentLM:

@@ -130,3 +130,31 @@ def test_ledger_params_counts_what_the_runtime_trains(tmp_path: Path) -> None:
         )
         (counted,) = protocol_params(protocol)
         assert counted.trainable == trained, arm
+
+
+def test_the_adapter_arm_evaluates_on_its_merged_copy_where_it_fits(monkeypatch) -> None:
+    import arms.model.budgets as budgets
+
+    protocol, runtime = runtime_of(
+        {"bridge": {"kind": "split", "reentry": "answer"}, "budget": {"kind": "adapter", "rank": 2, "alpha": 4}}
+    )
+    model = runtime.model
+    with torch.no_grad():  # a non-zero adapter, so the merged copy really differs from the base block
+        for p in model.lora_parameters():
+            p.add_(0.1)
+    rows = generate_rule_chasing(surface="symbolic", depth_range=(1, 3), rows_per_depth=3, seed=5, split="test")
+    evaluation = protocol.arms[0].evaluation
+    merged_calls = []
+    real_merge = model.use_merged_block
+    monkeypatch.setattr(model, "use_merged_block", lambda enabled=True: merged_calls.append(enabled) or real_merge(enabled))
+    merged = runtime.evaluate(rows, evaluation)
+    assert merged_calls == [True, False] and not model.merged  # merged for the evaluation, dropped after
+    monkeypatch.setattr(budgets, "MERGED_COPY_MEMORY_SHARE", 0.0)  # no memory to spare: the unmerged adapter
+    merged_calls.clear()
+    unmerged = runtime.evaluate(rows, evaluation)
+    assert merged_calls == []
+    assert [(r.row_id, r.loop, r.prediction) for r in merged] == [(r.row_id, r.loop, r.prediction) for r in unmerged]
+    assert all(abs(a.margin - b.margin) < 1e-5 for a, b in zip(merged, unmerged) if a.margin is not None)
+    assert budgets.merged_copy_bytes(model) == sum(
+        p.numel() * 4 for layer in model.surgery.block for n, p in layer.named_parameters() if "lora_" not in n
+    )
