@@ -211,6 +211,7 @@ class AdapterRecurrentLM(RecurrentLM):
     _tuner: LoraModel | None
     _merged: nn.ModuleList | None
     _merged_fingerprint: tuple | None
+    _merged_sources: list | None
 
     def __init__(self, surgery, bridge=None, **kwargs):
         super().__init__(surgery, bridge, **kwargs)
@@ -221,6 +222,7 @@ class AdapterRecurrentLM(RecurrentLM):
         object.__setattr__(self, "_tuner", None)
         object.__setattr__(self, "_merged", None)
         object.__setattr__(self, "_merged_fingerprint", None)
+        object.__setattr__(self, "_merged_sources", None)
 
     @classmethod
     def from_recurrent(cls, recurrent_lm: RecurrentLM) -> AdapterRecurrentLM:
@@ -231,8 +233,13 @@ class AdapterRecurrentLM(RecurrentLM):
     # -- adapter bookkeeping --------------------------------------------------
 
     def lora_layers(self) -> list[nn.Module]:
-        """The LoRA layers inside the block (empty after unload)."""
-        return lora_layers(self.surgery.block)
+        """The LoRA layers inside the block (empty after unload); listed once per injection, since walking the
+        block's modules at every forward costs more than a loop of a tiny model."""
+        cached = self.__dict__.get("_lora_layer_list")
+        if cached is None or cached[0] is not self._tuner:
+            cached = (self._tuner, lora_layers(self.surgery.block))
+            object.__setattr__(self, "_lora_layer_list", cached)
+        return cached[1]
 
     def lora_parameters(self) -> list[nn.Parameter]:
         return [p for layer in self.lora_layers() for n, p in layer.named_parameters() if "lora_" in n]
@@ -257,8 +264,11 @@ class AdapterRecurrentLM(RecurrentLM):
 
     # -- merged inference copy -------------------------------------------------
 
-    def _fingerprint(self):
-        tensors = [*self.lora_parameters(), *unique_parameters(self.surgery.block)]
+    def _fingerprint(self, tensors=None):
+        """Identity and in-place version of every adapter and block tensor (the merged copy's sources); the
+        tensors are listed once at merge time, since walking the modules costs more than a one-token loop."""
+        if tensors is None:
+            tensors = [*self.lora_parameters(), *unique_parameters(self.surgery.block)]
         return tuple((id(p), p._version, p.device, p.dtype) for p in tensors)
 
     def use_merged_block(self, enabled: bool = True) -> AdapterRecurrentLM:
@@ -268,7 +278,8 @@ class AdapterRecurrentLM(RecurrentLM):
             object.__setattr__(self, "_merged_fingerprint", None)
             return self
         object.__setattr__(self, "_merged", merged_block_copy(self))
-        object.__setattr__(self, "_merged_fingerprint", self._fingerprint())
+        object.__setattr__(self, "_merged_sources", [*self.lora_parameters(), *unique_parameters(self.surgery.block)])
+        object.__setattr__(self, "_merged_fingerprint", self._fingerprint(self._merged_sources))
         return self
 
     @property
@@ -288,7 +299,7 @@ class AdapterRecurrentLM(RecurrentLM):
             return super()._block_pass(t, entry, ctx, cache)
         if self.training:
             raise RuntimeError("the merged block copy is for inference; call use_merged_block(False) to train")
-        if self._fingerprint() != self._merged_fingerprint:
+        if self._fingerprint(self._merged_sources) != self._merged_fingerprint:
             raise RuntimeError(
                 "adapter or block weights changed since use_merged_block(); call it again to refresh the merged copy"
             )

@@ -24,6 +24,7 @@ eager); otherwise `prompt_cacheable` says no and the forward runs uncached.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any
@@ -42,7 +43,12 @@ class Context:
 
 def cache_keyword(layer: torch.nn.Module) -> str:
     """The decoder layer's name for its cache argument (`cache` in transformers 5, `past_key_values` in 4.x)."""
-    params = inspect.signature(layer.forward).parameters
+    return _cache_keyword(type(layer))
+
+
+@functools.cache
+def _cache_keyword(layer_class: type) -> str:  # read once per class: a signature costs more than a one-token layer
+    params = inspect.signature(layer_class.forward).parameters
     for name in ("cache", "past_key_values", "past_key_value"):
         if name in params:
             return name
