@@ -52,7 +52,7 @@ def _cache_keyword(layer_class: type) -> str:  # read once per class: a signatur
     for name in ("cache", "past_key_values", "past_key_value"):
         if name in params:
             return name
-    raise TypeError(f"{type(layer).__name__}.forward takes no cache argument")
+    raise TypeError(f"{layer_class.__name__}.forward takes no cache argument")
 
 
 def prompt_cacheable(ctx: Context, answer_positions: torch.Tensor, seq_len: int, layer_types) -> bool:

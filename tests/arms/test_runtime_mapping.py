@@ -146,7 +146,9 @@ def test_the_adapter_arm_evaluates_on_its_merged_copy_where_it_fits(monkeypatch)
     evaluation = protocol.arms[0].evaluation
     merged_calls = []
     real_merge = model.use_merged_block
-    monkeypatch.setattr(model, "use_merged_block", lambda enabled=True: merged_calls.append(enabled) or real_merge(enabled))
+    monkeypatch.setattr(
+        model, "use_merged_block", lambda enabled=True: merged_calls.append(enabled) or real_merge(enabled)
+    )
     merged = runtime.evaluate(rows, evaluation)
     assert merged_calls == [True, False] and not model.merged  # merged for the evaluation, dropped after
     monkeypatch.setattr(budgets, "MERGED_COPY_MEMORY_SHARE", 0.0)  # no memory to spare: the unmerged adapter
