@@ -24,7 +24,6 @@ eager); otherwise `prompt_cacheable` says no and the forward runs uncached.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any
@@ -42,17 +41,19 @@ class Context:
 
 
 def cache_keyword(layer: torch.nn.Module) -> str:
-    """The decoder layer's name for its cache argument (`cache` in transformers 5, `past_key_values` in 4.x)."""
-    return _cache_keyword(type(layer))
+    """The decoder layer's name for its cache argument (`cache` in transformers 5, `past_key_values` in 4.x);
+    read once per layer class, since a signature costs more than a one-token layer call."""
+    kind = type(layer)
+    if kind not in _CACHE_KEYWORDS:
+        params = inspect.signature(kind.forward).parameters
+        names = [name for name in ("cache", "past_key_values", "past_key_value") if name in params]
+        if not names:
+            raise TypeError(f"{kind.__name__}.forward takes no cache argument")
+        _CACHE_KEYWORDS[kind] = names[0]
+    return _CACHE_KEYWORDS[kind]
 
 
-@functools.cache
-def _cache_keyword(layer_class: type) -> str:  # read once per class: a signature costs more than a one-token layer
-    params = inspect.signature(layer_class.forward).parameters
-    for name in ("cache", "past_key_values", "past_key_value"):
-        if name in params:
-            return name
-    raise TypeError(f"{layer_class.__name__}.forward takes no cache argument")
+_CACHE_KEYWORDS: dict[type, str] = {}
 
 
 def prompt_cacheable(ctx: Context, answer_positions: torch.Tensor, seq_len: int, layer_types) -> bool:
