@@ -85,6 +85,38 @@ def _decode(tokenizer: Any, ids: Sequence[int]) -> str:
     return tokenizer.decode(list(ids), skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
 
+class _TextSoFar:
+    """One row's generated text, decoded token by token as it arrives (``tokenizers``' ``DecodeStream``, whose
+    chunks add up to the whole decode); a tokenizer without a fast backend decodes the whole text each time."""
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.text = ""
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        self.backend, self.stream = None, None
+        if backend is not None:
+            from tokenizers.decoders import DecodeStream
+
+            self.backend, self.stream = backend, DecodeStream(skip_special_tokens=True)
+
+    def push(self, token: int) -> str:
+        self.ids.append(token)
+        if self.stream is None:
+            self.text = _decode(self.tokenizer, self.ids)
+        else:
+            chunk = self.stream.step(self.backend, token)
+            self.text += chunk or ""
+        return self.text
+
+    def confirm(self) -> str:
+        """The whole decode, once (at a stop): where it differs, this row decodes whole from now on."""
+        full = _decode(self.tokenizer, self.ids)
+        if full != self.text:
+            self.stream, self.text = None, full
+        return full
+
+
 class ReaderStoppingCriteria(StoppingCriteria):
     """Per-row stop rule for one ``generate`` call: EOS, or a complete answer.
 
@@ -92,6 +124,12 @@ class ReaderStoppingCriteria(StoppingCriteria):
     ANDs it into its unfinished-sequence mask, so a finished row is padded while the
     others continue. ``stopped_at[i]`` is the number of new tokens of row ``i`` up to
     and including its stop token (None while it runs), ``reasons[i]`` why it stopped.
+    Incremental: each call reads only the tokens that are new since the last one and
+    extends each running row's text by their decoded chunk; a complete answer is
+    confirmed on the whole decode before the row stops, so the rule is the whole-text one.
+    (One difference: a UTF-8 character split across tokens enters the text when its last
+    byte arrives, where the whole decode shows a replacement character a token earlier;
+    the reader's symbols are ASCII.)
     """
 
     def __init__(self, reader: Any, tokenizer: Any, rows: Sequence[Any], prompt_width: int, eos_ids: Sequence[int]):
@@ -102,24 +140,27 @@ class ReaderStoppingCriteria(StoppingCriteria):
         self.eos_ids = {int(i) for i in eos_ids}
         self.stopped_at: list[int | None] = [None] * len(self.rows)
         self.reasons: list[str | None] = [None] * len(self.rows)
+        self.texts = [_TextSoFar(tokenizer) for _ in self.rows]
+        self.read = 0  # new tokens already pushed into the texts
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any = None, **kwargs: Any) -> torch.BoolTensor:
         n_new = input_ids.shape[1] - self.prompt_width
         done = cast(torch.BoolTensor, torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device))
-        if n_new <= 0:
+        if n_new <= self.read:
             return done
-        new = input_ids[:, self.prompt_width :].tolist()
+        fresh = input_ids[:, self.prompt_width + self.read :].tolist()
+        first = self.read
+        self.read = n_new
         for i, row in enumerate(self.rows):
-            if self.stopped_at[i] is not None:
-                done[i] = True
-                continue
-            ids = new[i]
-            if ids[-1] in self.eos_ids:
-                self.stopped_at[i], self.reasons[i] = n_new, STOP_EOS
-                done[i] = True
-            elif self.reader.is_complete(_decode(self.tokenizer, ids), row):
-                self.stopped_at[i], self.reasons[i] = n_new, STOP_ANSWER
-                done[i] = True
+            for k, token in enumerate(fresh[i], start=first + 1):
+                if self.stopped_at[i] is not None:
+                    break
+                if token in self.eos_ids:
+                    self.stopped_at[i], self.reasons[i] = k, STOP_EOS
+                elif self.reader.is_complete(self.texts[i].push(token), row):
+                    if self.reader.is_complete(self.texts[i].confirm(), row):
+                        self.stopped_at[i], self.reasons[i] = k, STOP_ANSWER
+            done[i] = self.stopped_at[i] is not None
         return done
 
 

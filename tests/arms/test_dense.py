@@ -432,3 +432,30 @@ def test_short_sft_learns_scratchpad_target(tok, reader):
         assert g.text == scratchpad_target(r)
         assert g.stop_reason == "eos" and g.correct and g.rule == "marker"
         assert g.tokens_generated == len(_ids(tok, scratchpad_target(r))) + 1
+
+
+@pytest.mark.parametrize("source", ["trained", "tiny-base-large-v2"])
+def test_the_incremental_text_is_the_whole_decode_at_every_token(tok, source):
+    """The stop rule reads each row's text chunk by chunk (tokenizers' DecodeStream); the chunks add up to the
+    whole decode after every token, on this file's tokenizer and on a shipped base's (what the runner decodes)."""
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from arms.dense.generate import _decode, _TextSoFar
+
+    if source == "trained":
+        tokenizer = tok
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(Path(__file__).resolve().parents[2] / "bases" / source)
+    g = torch.Generator().manual_seed(3)
+    texts = [" steps: A -> B -> C answer: C", "The final value is M.\n\n", " N"] + [
+        " " + " ".join(N16[int(i)] for i in torch.randint(len(N16), (12,), generator=g)) for _ in range(5)
+    ]
+    for text in texts:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        so_far = _TextSoFar(tokenizer)
+        assert so_far.stream is not None  # the fast path is the one under test
+        for k, token in enumerate(ids, start=1):
+            assert so_far.push(token) == _decode(tokenizer, ids[:k])
+        assert so_far.confirm() == so_far.text == _decode(tokenizer, ids)
