@@ -102,7 +102,7 @@ class _TextSoFar:
 
     def push(self, token: int) -> str:
         self.ids.append(token)
-        if self.stream is None:
+        if self.stream is None or self.backend is None:
             self.text = _decode(self.tokenizer, self.ids)
         else:
             chunk = self.stream.step(self.backend, token)
