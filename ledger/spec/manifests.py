@@ -86,7 +86,12 @@ class RuleChasingManifest(_ManifestCommon):
 
 class ArithmeticManifest(_ManifestCommon):
     generator: Literal["arithmetic"]
-    per_op: int = Field(default=16, ge=1, description="Rows per operation (+ - x /).")
+    per_op: int = Field(
+        default=16,
+        ge=1,
+        le=121,  # the distinct questions of x and / (factors 2-12): more would repeat a question, or never end
+        description="Rows per operation (+ - x /); at most 121, the distinct products and quotients.",
+    )
 
     @property
     def size(self) -> int:

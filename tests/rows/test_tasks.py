@@ -416,6 +416,18 @@ def test_arithmetic_options():
     assert generate_arithmetic(seed=0)[0].row_id == "tier1_add_00000"
     with pytest.raises(ValueError, match="per_op"):
         generate_arithmetic(seed=0, per_op=0)
+    # x and / have 121 distinct questions each: the most there is, and one more is refused (it used to loop forever)
+    most = generate_arithmetic(seed=0, per_op=121, split="most")
+    assert len({r.prompt.splitlines()[0] for r in most if r.meta["op"] == "x"}) == 121
+    with pytest.raises(ValueError, match=r"per_op must be an int in 1\.\.121"):
+        generate_arithmetic(seed=0, per_op=122)
+
+
+def test_a_protocol_asking_more_arithmetic_rows_than_exist_is_refused():
+    from ledger.spec.manifests import ArithmeticManifest
+
+    with pytest.raises(ValueError, match="less than or equal to 121"):
+        ArithmeticManifest(id="t", role="guardrail", generator="arithmetic", seed=1, split="t", per_op=122)
 
 
 # --------------------------------------------------------------------------- registry

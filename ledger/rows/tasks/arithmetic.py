@@ -24,6 +24,7 @@ __all__ = ["GENERATOR", "LABELS", "OPERATIONS", "check_arithmetic_row", "generat
 GENERATOR = "arithmetic"
 SUPPORTED_VERSIONS = (1,)
 LABELS = ("A", "B", "C", "D")
+MAX_PER_OP = 11 * 11  # x and / draw both factors from 2..12: no more distinct questions than that
 INSTRUCTION = "Answer with the letter of the correct option."
 
 
@@ -72,8 +73,8 @@ def generate_arithmetic(*, seed: int, split: str = "tier1", per_op: int = 16, ve
         raise ValueError(f"arithmetic version {version!r} is not supported (supported: {SUPPORTED_VERSIONS})")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {seed!r}")
-    if isinstance(per_op, bool) or not isinstance(per_op, int) or per_op < 1:
-        raise ValueError(f"per_op must be an int >= 1, got {per_op!r}")
+    if isinstance(per_op, bool) or not isinstance(per_op, int) or not 1 <= per_op <= MAX_PER_OP:
+        raise ValueError(f"per_op must be an int in 1..{MAX_PER_OP} (the distinct x and / questions), got {per_op!r}")
     if not isinstance(split, str) or not split or any(c.isspace() for c in split):
         raise ValueError(f"split must be a non-empty string without spaces, got {split!r}")
 
