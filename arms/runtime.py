@@ -30,6 +30,7 @@ from ledger.reader.shared import Reader
 from ledger.spec.arms import ARM_KINDS, BUDGETS, OBJECTIVES
 
 ProgressFn = Callable[[int, float], None]
+Tick = Callable[[int], None] | None  # told how many rows a batch of an evaluation read
 __all__ = ["ArmRuntime", "DenseRuntime", "Reading", "RecurrentRuntime", "TrainingDiverged", "build_runtime"]
 
 
@@ -104,11 +105,13 @@ class ArmRuntime:
             "flops": flops,
         }
 
-    def read_sweep(self, rows: Sequence[Any], evaluation: Any, reading: str) -> list[Reading]:
+    def read_sweep(self, rows: Sequence[Any], evaluation: Any, reading: str, progress: Tick = None) -> list[Reading]:
         """Rows read at every test recurrence: "loss" rows as next-token loss, "answer" rows against their answer."""
         from arms.runtime_language import read_answers, read_losses
 
-        return read_losses(self, rows, evaluation) if reading == "loss" else read_answers(self, rows, evaluation)
+        read = read_losses(self, rows, evaluation) if reading == "loss" else read_answers(self, rows, evaluation)
+        _tick(progress, len(rows))  # a sweep reports once, at its end
+        return read
 
     # -- parameters and state
 
@@ -196,10 +199,11 @@ class ArmRuntime:
 
     # -- evaluation
 
-    def evaluate(self, rows: Sequence[Any], evaluation: Any) -> list[Reading]:
+    def evaluate(self, rows: Sequence[Any], evaluation: Any, progress: Tick = None) -> list[Reading]:
+        """Every row read (``progress`` is told how many rows each batch read, as it goes)."""
         raise NotImplementedError
 
-    def choice_at_loop1(self, rows: Sequence[Any], batch_size: int = 16) -> list[Reading]:
+    def choice_at_loop1(self, rows: Sequence[Any], batch_size: int = 16, progress: Tick = None) -> list[Reading]:
         """Multiple-choice rows read at loop 1 (the base route): scores restricted to the row's labels."""
         readings = []
         for start in range(0, len(rows), batch_size):
@@ -209,6 +213,7 @@ class ArmRuntime:
             for row, scores in zip(chunk, logits):
                 read = self.reader.decode_scores(scores.float().cpu().numpy(), row)
                 readings.append(Reading(row.row_id, 1, read.prediction, read.correct, _finite(read.margin)))
+            _tick(progress, len(chunk))
         return readings
 
     def loop1_logits(self, rows: Sequence[Any]) -> torch.Tensor:
@@ -221,6 +226,11 @@ def _on(tensors: dict[str, Any], device: torch.device) -> dict[str, Any]:
 
 def _symbol_ids(reader: Reader, device: torch.device) -> torch.Tensor:
     return torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols], device=device)
+
+
+def _tick(progress: Tick, n: int) -> None:
+    if progress is not None:
+        progress(n)
 
 
 def _finite(value: float | None) -> float | None:
@@ -302,13 +312,13 @@ class RecurrentRuntime(ArmRuntime):
         )
         return recurrent_loss(self.model, batch, objective=stage.objective, anneal_weight=weight).loss
 
-    def evaluate(self, rows, evaluation) -> list[Reading]:
+    def evaluate(self, rows, evaluation, progress: Tick = None) -> list[Reading]:
         """Forced depth: each row read at every loop 1..depth in one forward (rows batched by depth), on the
         merged copy where the adapter arm's fits."""
         with self.inference_copy():
-            return self._evaluate(rows, evaluation)
+            return self._evaluate(rows, evaluation, progress)
 
-    def _evaluate(self, rows, evaluation) -> list[Reading]:
+    def _evaluate(self, rows, evaluation, progress: Tick) -> list[Reading]:
         readings: list[Reading] = []
         by_depth: dict[int, list] = {}
         for row in rows:
@@ -327,6 +337,7 @@ class RecurrentRuntime(ArmRuntime):
                         read = self.reader.decode_scores(scores, row, target=target)
                         correct = read.correct if target is not None else None
                         readings.append(Reading(row.row_id, loop, read.prediction, correct, _finite(read.margin)))
+                _tick(progress, len(chunk))
             self._time_sample(group, loops, evaluation.latency_sample_per_depth, readings)
         return readings
 
@@ -389,12 +400,14 @@ class DenseRuntime(ArmRuntime):
         out = self.model(**encoded, logits_to_keep=1).logits[:, -1]
         return out[:, self.symbol_ids]
 
-    def evaluate(self, rows, evaluation) -> list[Reading]:
+    def evaluate(self, rows, evaluation, progress: Tick = None) -> list[Reading]:
         from arms.dense.generate import DenseArm
 
         assert self.mode is not None  # every dense objective has a target format (ledger.spec.arms)
         arm = DenseArm(self.model, self.tokenizer, self.reader, mode=self.mode)
-        generations = arm.generate(rows, max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size)
+        generations = arm.generate(
+            rows, max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size, on_batch=progress
+        )
         readings = [
             Reading(g.row_id, 0, g.prediction, g.correct, None, None, g.tokens_generated, g.text) for g in generations
         ]

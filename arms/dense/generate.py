@@ -26,7 +26,7 @@ Greedy decoding is pinned by a fresh ``GenerationConfig`` (``do_sample=False``,
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -230,12 +230,14 @@ class DenseArm:
         max_new_tokens: int | None = None,
         batch_size: int = 16,
         progress: bool = False,
+        on_batch: Callable[[int], None] | None = None,
         **generate_kwargs: Any,
     ) -> list[Generation]:
         """Greedy continuations of ``rows``, read by the shared reader, in row order.
 
         ``max_new_tokens`` defaults to :func:`default_max_new_tokens` for the mode and
-        the deepest row. Extra keyword arguments go to ``model.generate`` (e.g. a
+        the deepest row. ``on_batch`` is told how many rows each batch read. Extra keyword arguments go to
+        ``model.generate`` (e.g. a
         ``logits_processor``); the decoding itself stays greedy.
         """
         rows = list(rows)
@@ -263,6 +265,8 @@ class DenseArm:
         try:
             for start in starts:
                 out.extend(self._generate_batch(rows[start : start + batch_size], config, device, generate_kwargs))
+                if on_batch is not None:  # the rows of this batch are read
+                    on_batch(len(rows[start : start + batch_size]))
         finally:
             if was_training:
                 self.model.train()

@@ -24,7 +24,7 @@ from ledger.audit.preregistration import claim_depends_on, claim_key, deviated_i
 from ledger.audit.release import LoadedRelease, ReleaseError, load_release
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.judge.claims import ClaimResult, evaluate_claims
-from ledger.spec.claims import ClaimFile, load_claims
+from ledger.spec.claims import ClaimFile, claim_subjects, load_claims
 from ledger.spec.loader import ProtocolError
 from ledger.store import Store
 from ledger.store.evidence import StoreEvidence
@@ -62,6 +62,7 @@ class ClaimVerdict:
     problems: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     recordable: FirstOutcome | None = None  # set when this would be the claim's first recorded outcome
+    subjects: tuple[str, ...] = ()  # the arms the claim is about (what a summary names with their bridge)
 
     @property
     def ok(self) -> bool:
@@ -267,6 +268,7 @@ def _verdict(
 ) -> ClaimVerdict:
     key = claim_key(namespace, claim.id)
     verdict = ClaimVerdict(str(path), claim.id, result.outcome, "verified", result.reason, result.figures)
+    verdict.subjects = claim_subjects(claim)
     spec = claim.model_dump(mode="json", by_alias=True)
     registered = store.claim(key)
     problems: list[Finding] = list(scope.problems)

@@ -251,14 +251,31 @@ def _run_children(runner, args: argparse.Namespace) -> None:
 
 
 def _print_run_summary(result) -> None:
-    # the caption is the registered description: where a protocol states how it departs from the paper
-    table = Table(title=f"{result.protocol.name} ({result.protocol_sha256[:12]})", caption=result.protocol.description)
+    """The claims and their outcomes first (each naming its arms' designs: which bridge, which re-entry), then the
+    arms; the captions are the registered description, where a protocol states how it departs from the paper."""
+    designs = {arm.id: arm.design() for arm in result.protocol.arms}
+    if result.claims:
+        supported = sum(verdict.outcome == "supported" for verdict in result.claims)
+        claims = Table(
+            title=f"preregistered claims: {supported} of {len(result.claims)} supported",
+            caption=result.protocol.description,
+        )
+        for column in ("claim", "outcome", "arms (design)", "integrity", "figures"):
+            claims.add_column(column, overflow="fold")
+        for verdict in result.claims:
+            arms = "; ".join(
+                f"{arm} ({designs[arm]})" if arm in designs else f"{arm} (the base, loop 1)" for arm in verdict.subjects
+            )
+            claims.add_row(verdict.claim_id, verdict.outcome, arms or "-", verdict.integrity, verdict.reason)
+        out.print(claims)
+    table = Table(title=f"{result.protocol.name} ({result.protocol_sha256[:12]}): arms")
     for column in (
         "arm",
         "status",
         "accuracy (final loop; manifest@loop: at that loop)",
         "tail (top 4 depths)",
         "gates",
+        "design",
     ):
         table.add_column(column, overflow="fold")
     for arm in result.arms:
@@ -272,15 +289,8 @@ def _print_run_summary(result) -> None:
         tail = "; ".join(f"{m} {c}/{n} = {c / n:.3f}" for m, (c, n) in arm.tail.items() if n) or "-"
         gates = "; ".join(f"{g['gate']} {'pass' if g['passed'] else 'FAIL'} ({g['action']})" for g in arm.gates) or "-"
         status = arm.status if not arm.note else f"{arm.status}: {arm.note}"
-        table.add_row(arm.arm, status, accuracy, tail, gates)
+        table.add_row(arm.arm, status, accuracy, tail, gates, designs.get(arm.arm, "-"))
     out.print(table)
-    if result.claims:
-        claims = Table(title="preregistered claims")
-        for column in ("claim", "outcome", "integrity", "figures"):
-            claims.add_column(column, overflow="fold")
-        for verdict in result.claims:
-            claims.add_row(verdict.claim_id, verdict.outcome, verdict.integrity, verdict.reason)
-        out.print(claims)
     if result.claims_waiting_for and result.protocol.claims:
         out.print(
             f"claims not judged yet: arm(s) {', '.join(result.claims_waiting_for)} have not finished in this "

@@ -110,6 +110,22 @@ def _description(protocol) -> str:
         return ""
 
 
+def _arms(protocol) -> str:
+    """Every arm of the registered protocol with its design: surgery, bridge and re-entry (the paper's or not),
+    budget; read from the registered canonical form, so the report says what ran, not what a file says now."""
+    from ledger.spec.protocol import Protocol
+
+    try:
+        registered = Protocol.model_validate(json.loads(protocol.canonical_json))
+    except (ValueError, AttributeError):
+        return ""
+    items = "".join(
+        f"<li><code>{esc(arm.id)}</code> ({esc(arm.kind)}, base <code>{esc(arm.base)}</code>): {esc(arm.design())}</li>"
+        for arm in registered.arms
+    )
+    return f'<br><span class="note">arms:</span><ul class="arms">{items}</ul>' if items else ""
+
+
 def _deviations(store: Store, protocol) -> str:
     """The recorded deviations that led to this version: from which version, when, why, which items."""
     grouped: dict[tuple[str, str, str], list[str]] = {}
@@ -304,6 +320,7 @@ def write_report(
     protocol_items = "".join(
         f"<li><code>{esc(protocol.sha256)}</code> — {esc(protocol.name)} (version {esc(protocol.version or '—')})"
         + (f'<br><span class="note">{esc(described)}</span>' if (described := _description(protocol)) else "")
+        + _arms(protocol)
         + _deviations(store, protocol)
         + "</li>"
         for protocol in protocols

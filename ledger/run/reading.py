@@ -7,15 +7,16 @@ from typing import Any
 from ledger.spec.manifests import GENERATORS
 
 
-def read_rows(runtime: Any, arm: Any, manifest: Any, rows: list) -> list:
+def read_rows(runtime: Any, arm: Any, manifest: Any, rows: list, progress: Any = None) -> list:
     """How an arm reads a manifest's rows, by its generator's reading: multiple choice once at loop 1, chains at
-    every loop, answers and next-token loss at every test recurrence (design M's sweep)."""
+    every loop, answers and next-token loss at every test recurrence (design M's sweep). ``progress(n)`` is told
+    the rows each batch read (a progress bar that moves while the arm reads)."""
     reading = GENERATORS[manifest.generator].reading
     if reading == "choice":
-        return runtime.choice_at_loop1(rows, arm.evaluation.batch_size)
+        return runtime.choice_at_loop1(rows, arm.evaluation.batch_size, progress=progress)
     if reading in ("answer", "loss"):
-        return runtime.read_sweep(rows, arm.evaluation, reading)
-    return runtime.evaluate(rows, arm.evaluation)
+        return runtime.read_sweep(rows, arm.evaluation, reading, progress=progress)
+    return runtime.evaluate(rows, arm.evaluation, progress=progress)
 
 
 def reader_symbols(manifests) -> list[str]:

@@ -286,8 +286,7 @@ class Runner(StageTraining):
             if not self._has_evidence(run_id, manifest_id, checkpoint):
                 rows = list(self.manifests[manifest_id].rows)
                 with self._bar(f"{arm.id} eval {manifest_id}", len(rows)) as advance:
-                    readings = self._evaluate(runtime, arm, manifest_id, rows)
-                    advance(len(rows))
+                    readings = self._evaluate(runtime, arm, manifest_id, rows, progress=advance)
                 self._write_evidence(run_id, arm.id, manifest_id, checkpoint, readings)
 
     def _run_arm_with_ranks(self, arm) -> ArmOutcome:
@@ -300,9 +299,9 @@ class Runner(StageTraining):
         self.world.tell(("load", str(path.resolve())))  # the other ranks load the same file
         return path
 
-    def _evaluate(self, runtime, arm, manifest_id: str, rows):
+    def _evaluate(self, runtime, arm, manifest_id: str, rows, progress=None):
         spec = self.protocol.manifest(manifest_id)
-        readings = read_rows(runtime, arm, spec, rows)
+        readings = read_rows(runtime, arm, spec, rows, progress)
         return self._inject(arm.id, readings) if GENERATORS[spec.generator].reading == "choice" else readings
 
     def _inject(self, arm_id: str, readings):

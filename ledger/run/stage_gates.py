@@ -15,13 +15,15 @@ from ledger.spec.gates import GATE_KINDS
 
 class StageGates(RunRecords):
     _evaluate: Callable[..., Any]  # Runner's
+    _bar: Callable[..., Any]  # Runner's
 
     def _stage_gates(self, runtime, arm, stage) -> list[dict]:
         results = []
         for gate_id in stage.gates:
             gate = next(g for g in self.protocol.gates if g.id == gate_id)
             rows = list(self.manifests[gate.manifest].rows)
-            readings = self._evaluate(runtime, arm, gate.manifest, rows)
+            with self._bar(f"{arm.id} gate {gate.id}", len(rows)) as advance:
+                readings = self._evaluate(runtime, arm, gate.manifest, rows, progress=advance)
             results.append(dict(self._judge(gate, arm, rows, readings), readings=(gate.manifest, readings)))
         return results
 

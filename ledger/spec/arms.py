@@ -122,6 +122,14 @@ class SplitBridge(_LateOptions):
     def model_options(self) -> dict[str, Any]:
         return {"bridge": self.kind, "state_norm": self.state_norm, "reentry": self.reentry}
 
+    def describe(self) -> str:
+        """What a reader of a summary needs to know: the paper's bridge or not, and where it departs."""
+        if self.reentry == "all":
+            text = "split bridge, every position re-enters (the paper's)"
+        else:
+            text = "split bridge, answer-only re-entry (not the paper's)"
+        return text + (", state normalised (not the paper's)" if self.state_norm else "")
+
 
 class ConcatBridge(_LateOptions):
     kind: Literal["concat"]
@@ -141,6 +149,10 @@ class ConcatBridge(_LateOptions):
     )
 
     _late_options = ("block_norms",)
+
+    def describe(self) -> str:
+        state = f"random s0 (sigma {self.sigma:g})" if self.initial_state == "random" else f"{self.initial_state} s0"
+        return f"concat adapter ({self.init} init, {state}{', block norms' if self.block_norms else ''})"
 
     def model_options(self) -> dict[str, Any]:
         return {
@@ -368,7 +380,7 @@ class RecurrentArm(_ArmCommon, _LateOptions):
             f"split {list(self.surgery.split)}" if self.surgery.split else f"tuple {list(self.surgery.tuple_ or ())}"
         )
         budget = f"adapter r={self.budget.rank}" if isinstance(self.budget, AdapterBudget) else self.budget.kind
-        return f"{where}, {self.bridge.kind} bridge, {budget}"
+        return f"{where}, {self.bridge.describe()}, {budget}"
 
     @model_validator(mode="after")
     def _objectives(self) -> RecurrentArm:

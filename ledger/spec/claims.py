@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -256,3 +256,12 @@ def check_claims_against(claims: ClaimFile, protocol: Protocol, file: str) -> li
         if isinstance(claim, GateClaim) and claim.gate not in gates:
             issues.append(ProtocolIssue(file, None, f"{where}.gate", f"unknown gate {claim.gate!r}"))
     return issues
+
+
+def claim_subjects(claim: Any) -> tuple[str, ...]:
+    """The arms a claim is about (``arms`` or ``arm``; ``base:NAME`` for a base), in the claim's order."""
+    arms = getattr(claim, "arms", None)
+    if arms:
+        return tuple(arms)
+    arm = getattr(claim, "arm", None)
+    return (arm,) if arm else ()

@@ -160,3 +160,16 @@ def test_the_adapter_arm_evaluates_on_its_merged_copy_where_it_fits(monkeypatch)
     assert budgets.merged_copy_bytes(model) == sum(
         p.numel() * 4 for layer in model.surgery.block for n, p in layer.named_parameters() if "lora_" not in n
     )
+
+
+def test_evaluation_reports_its_progress_batch_by_batch() -> None:
+    """The runner's evaluation and gate bars move while an arm reads (they used to sit at 0 and jump to done)."""
+    from ledger.run.reading import read_rows
+
+    protocol, runtime = runtime_of({"bridge": {"kind": "split"}, "budget": {"kind": "full_block"}})
+    rows = generate_rule_chasing(surface="symbolic", depth_range=(1, 2), rows_per_depth=5, seed=5, split="test")
+    evaluation = protocol.arms[0].evaluation.model_copy(update={"batch_size": 2})
+    arm = protocol.arms[0].model_copy(update={"evaluation": evaluation})
+    ticks: list[int] = []
+    readings = read_rows(runtime, arm, protocol.manifest("eval"), rows, progress=ticks.append)
+    assert ticks == [2, 2, 1, 2, 2, 1] and len({r.row_id for r in readings}) == len(rows)
