@@ -12,8 +12,8 @@ a warmup, median of the repeats, under torch.inference_mode, fixed thread count:
 - base: the base model's own forward, last-position logits (logits_to_keep=1);
 - rlm all: RecurrentLM.forward(loops=T) as the training/eval code calls it, which
   reads out EVERY loop 1..T (coda + norm + lm_head at each loop);
-- rlm final: the same recurrence reading out only loop T (prelude once, block T
-  times, coda once): the cost model behind accounting.inference_cost_ratio;
+- rlm final: `RecurrentLM.forward(loops=T, read_at=[T])`, reading out only loop T (prelude
+  once, block T times, coda once; the runner's latency path): accounting.inference_cost_ratio's model;
 - lora: the adapter arm (AdapterRecurrentLM, rank 16), unmerged LoRA, final readout;
 - merged: the adapter arm running loops >= 2 on the merged second block copy.
 
@@ -41,25 +41,13 @@ import torch
 from arms.bases.loading import qwen25_05b_config
 from arms.model.accounting import inference_cost_ratio
 from arms.model.budgets import apply_adapter_budget
-from arms.model.recurrent import RecurrentLM, last_token_positions, positions_from_mask
+from arms.model.recurrent import RecurrentLM, positions_from_mask
 
 
 def final_readout(rlm, ids, mask, loops):
-    """Loop `loops`'s readout only: prelude once, block `loops` times, coda once.
-
-    Same pieces, same order as RecurrentLM.forward (its private steps), minus the
-    readouts of loops 1..loops-1; checked equal to forward(...)[-1] below.
-    """
-    position_ids = positions_from_mask(mask)
-    answer_positions = last_token_positions(mask)
-    rows = torch.arange(ids.shape[0])
-    embeds = rlm.surgery.embed_tokens(ids)
-    ctx = rlm._context(embeds, mask, position_ids)
-    prelude_out = rlm._run(rlm.surgery.prelude_idx, embeds, ctx)
-    state = prelude_out
-    for t in range(1, loops + 1):
-        state = rlm._step(t, state, prelude_out, ctx)
-    return rlm._readout(state, ctx, rows, answer_positions)
+    """Loop `loops`'s readout only: the runner's own forward with ``read_at=[loops]`` (what its latency times):
+    prelude once, block `loops` times, coda once."""
+    return rlm(ids, mask, loops=loops, read_at=[loops])[0]
 
 
 def timed(fn):

@@ -2,7 +2,7 @@
 
 The parent registers the protocol once (so no two children race to), splits the arms into
 N groups -- an arm that continues from another (``init_from``) stays with it, and groups
-are balanced by training steps -- and starts one ``ledger run P --arms GROUP`` per group.
+are balanced by estimated training cost (``arm_cost``) -- and starts one ``ledger run P --arms GROUP`` per group.
 With GPUs, child k gets ``cuda:(k mod GPUs)``; on the CPU the cores are shared out
 (unless ``OMP_NUM_THREADS`` is set: then every child uses that many). Each
 child's output goes to ``OUT/parallel-K.log``. When all have finished the parent judges
@@ -35,9 +35,7 @@ def arm_groups(protocol: Protocol, arm_ids: list[str], n: int) -> list[list[str]
     chains: dict[str, list[str]] = {}
     for arm_id in arm_ids:  # protocol order keeps a source before the arm continuing from it
         chains.setdefault(root[arm_id], []).append(arm_id)
-    weight = {
-        key: sum(stage.steps for a in members for stage in protocol.arm(a).stages) for key, members in chains.items()
-    }
+    weight = {key: sum(arm_cost(protocol, a) for a in members) for key, members in chains.items()}
     groups: list[list[str]] = [[] for _ in range(min(n, len(chains)))]
     loads = [0] * len(groups)
     for key in sorted(chains, key=lambda k: -weight[k]):
@@ -46,6 +44,25 @@ def arm_groups(protocol: Protocol, arm_ids: list[str], n: int) -> list[list[str]
         loads[lightest] += weight[key]
     order = {arm_id: index for index, arm_id in enumerate(arm_ids)}
     return [sorted(group, key=order.__getitem__) for group in groups if group]
+
+
+def arm_cost(protocol: Protocol, arm_id: str) -> float:
+    """A training cost estimate for balancing the groups: steps x the base's layers, and for the paper's bridge
+    (every position re-enters, so no loop reuses the prompt) x the mean share of the layers a forced-depth step
+    runs over the whole sequence; a cached answer-only loop or a dense step runs the whole sequence once."""
+    arm = protocol.arm(arm_id)
+    layers = protocol.bases[arm.base].num_layers or 1
+    cost = 0.0
+    for stage in arm.stages:
+        factor = 1.0
+        split = getattr(getattr(arm, "surgery", None), "split", None)
+        if split and getattr(arm.bridge, "reentry", None) == "all" and stage.manifest:
+            depths = getattr(protocol.manifest(stage.manifest), "depths", None)
+            if depths:  # prelude and coda once, the block at every loop of the mean forced depth
+                block = split[1] - split[0]
+                factor = (layers - block + block * (depths[0] + depths[1]) / 2) / layers
+        cost += stage.steps * layers * factor
+    return cost
 
 
 def child_devices(choice: str | None, n: int) -> list[str | None]:

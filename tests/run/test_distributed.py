@@ -125,3 +125,16 @@ def test_an_arm_continuing_from_another_stays_in_its_group() -> None:
         groups = arm_groups(protocol, ["A", "E", "B", "C"], n)
         together = next(group for group in groups if "A" in group)
         assert together.index("A") < together.index("E") and len(groups) <= n
+
+
+def test_groups_are_balanced_by_estimated_cost_not_steps() -> None:
+    """The default's paper-bridge arm re-runs the whole prompt at every loop: it goes apart from A and E."""
+    from ledger.run.parallel import arm_cost, arm_groups
+    from ledger.spec.loader import load_protocol
+
+    protocol = load_protocol(ROOT / "protocols" / "phaseA-tiny.yaml")
+    assert arm_cost(protocol, "A_paper") > arm_cost(protocol, "A") == arm_cost(protocol, "E")
+    assert arm_cost(protocol, "D") == 2 * arm_cost(protocol, "B")  # twice the layers, the same steps
+    groups = arm_groups(protocol, [arm.id for arm in protocol.arms], 2)
+    paper = next(group for group in groups if "A_paper" in group)
+    assert "A" not in paper and "E" not in paper

@@ -19,7 +19,9 @@ from ledger.spec.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "protocols" / "phaseA-tiny.yaml"
-TUNING = ROOT / "protocols" / "phaseA-tiny-tuning.yaml"
+TINY_V2 = ROOT / "tests" / "pins" / "versions" / "phaseA-tiny.v2.yaml"  # version 2's registered text
+TUNING = ROOT / "protocols" / "phaseA-tiny-tuning.yaml"  # version 2's exploratory twin
+BUDGET_TUNING = ROOT / "protocols" / "phaseA-tiny-budget-tuning.yaml"  # version 3's
 LONG = ROOT / "protocols" / "phaseA-tiny-long.yaml"
 LONG_TUNING = ROOT / "protocols" / "phaseA-tiny-long-tuning.yaml"
 pytestmark = pytest.mark.models
@@ -76,7 +78,7 @@ def test_pretrain_base_with_the_shipped_recipe_reproduces_the_first_logged_steps
 def test_tuning_protocol_is_exploratory_and_never_reads_the_frozen_evaluation():
     from ledger.rows.builder import build_manifests
 
-    tuning, tiny = load_protocol(TUNING), load_protocol(TINY)
+    tuning, tiny = load_protocol(TUNING), load_protocol(TINY_V2)
     assert tuning.purpose == "exploratory" and tiny.purpose == "confirmatory"
     tuned_rows = {row.sha256 for m in build_manifests(tuning).values() for row in m.rows}
     frozen = {row.sha256 for row in build_manifests(tiny)["phaseA_eval"].rows}
@@ -96,7 +98,7 @@ def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_ow
     from ledger.rows.builder import build_manifest, build_manifests
     from ledger.spec.arms import LrSchedule
 
-    tiny, long = load_protocol(TINY), load_protocol(LONG)
+    tiny, long = load_protocol(TINY_V2), load_protocol(LONG)
     assert long.purpose == "confirmatory" and long.gates == tiny.gates and long.version == 3
     # the bases, by recorded hash: A/E/B/C's is tiny-base grown to 8 layers; D's is that grown to 16
     recipes = {
@@ -121,7 +123,7 @@ def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_ow
     frozen_long = {row.sha256 for row in build_manifests(long)["phaseA_eval"].rows}
     seen_before = {
         row.sha256
-        for path in (TINY, TUNING, LONG_TUNING)
+        for path in (TINY_V2, TUNING, LONG_TUNING)
         for m in build_manifests(load_protocol(path)).values()
         for row in m.rows
     }
@@ -170,7 +172,47 @@ def test_long_tuning_is_exploratory_and_its_chosen_variants_are_what_the_long_pr
 def test_params_reads_the_shipped_bases_by_their_relative_path():
     result = ledger_cli("params", "protocols/phaseA-tiny.yaml", "--loops", "1,8")
     assert result.returncode == 0, result.stderr
-    assert "633,984" in result.stdout and "1,224,832" in result.stdout  # tiny and tiny_large, read from bases/
+    # tiny-base-large-v2 and tiny-base-xl, read from bases/
+    assert "1,225,856" in result.stdout and "2,409,600" in result.stdout
+
+
+def test_version_3_froze_what_its_budget_twin_tuned_and_reads_fresh_rows():
+    """Version 3's arms are the budget twin's chosen variants (renamed, evaluated on the frozen rows); the twin is
+    exploratory and never built the frozen evaluation or Tier-1 rows; every arm of version 3 reads rows that no
+    earlier protocol of this default, its twins or the longer protocol built."""
+    from ledger.rows.builder import build_manifests
+
+    tuning, tiny = load_protocol(BUDGET_TUNING), load_protocol(TINY)
+    assert tuning.purpose == "exploratory" and tuning.claims == [] and tiny.version == 3
+    assert not [m for m in tuning.manifests if m.role == "eval"]
+    assert tuning.bases == tiny.bases
+    tuned = {arm.id: arm for arm in tuning.arms}
+    for frozen in tiny.arms:
+        chosen = tuned[CHOSEN[frozen.id]].model_copy(
+            update={"id": frozen.id, "description": frozen.description, "evaluation": frozen.evaluation}
+        )
+        assert chosen == frozen, frozen.id
+    assert {a.id: a.bridge.reentry for a in tiny.arms if a.kind == "recurrent"} == {
+        "A": "answer",
+        "A_paper": "all",
+        "E": "answer",
+    }
+    guard = next(g for g in tiny.gates if g.id == "tier1")
+    assert (guard.max_drop, guard.action) == (0.03, "stop")  # the paper's hard stop at a 3-point drop
+    built = build_manifests(tiny)
+    fresh = {row.sha256 for name in ("phaseA_eval", "tier1") for row in built[name].rows}
+    assert len(built["phaseA_eval"].rows) == 14 * 64 and len(built["tier1"].rows) == 484
+    earlier = [BUDGET_TUNING, TINY_V2, TUNING, LONG, LONG_TUNING]
+    seen = {row.sha256 for path in earlier for m in build_manifests(load_protocol(path)).values() for row in m.rows}
+    assert not fresh & seen
+
+
+def test_version_3_can_support_its_noninferiority_claim_at_all():
+    """The paper's 3-point margin on 484 Tier-1 rows: supported at zero discordant pairs (on 64 rows it never was)."""
+    from ledger.judge import stats
+
+    assert stats.tango_noninferiority(0, 0, 484, 0.03).p_value < 0.05
+    assert stats.tango_noninferiority(0, 0, 64, 0.03).p_value > 0.05
 
 
 def test_params_says_what_answer_only_reentry_costs_with_a_cache():
@@ -179,5 +221,5 @@ def test_params_says_what_answer_only_reentry_costs_with_a_cache():
     text = " ".join(result.stdout.split())
     assert "1,225,856" in text and "2,409,600" in text  # tiny-base-large-v2 and tiny-base-xl
     assert "A, E: answer-only re-entry" in text and "the prompt costs 1.00x" in text
-    default = ledger_cli("params", "protocols/phaseA-tiny.yaml", "--loops", "1,8")
-    assert "answer-only" not in default.stdout
+    default = " ".join(ledger_cli("params", "protocols/phaseA-tiny.yaml", "--loops", "1,8").stdout.split())
+    assert "A, E: answer-only re-entry" in default and "A_paper" in default

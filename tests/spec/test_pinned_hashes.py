@@ -32,22 +32,35 @@ def test_every_committed_file_is_pinned() -> None:
     assert claims == set(PINS["claims"])
 
 
+def _steps(relative: str) -> list[dict]:
+    """A protocol's recorded versions after its pin, in order (one deviation, or a list of them)."""
+    recorded = DEVIATIONS.get(relative, [])
+    return recorded if isinstance(recorded, list) else [recorded]
+
+
 @pytest.mark.parametrize("relative", sorted(PINS["protocols"]))
 def test_protocol_and_manifest_hashes_unchanged(relative: str) -> None:
     protocol = load_protocol(ROOT / relative)
-    deviation = DEVIATIONS.get(relative)
-    if deviation is None:
+    steps = _steps(relative)
+    if not steps:
         assert protocol.sha256 == PINS["protocols"][relative]
-    else:
-        assert deviation["from"] == PINS["protocols"][relative]
-        assert protocol.sha256 == deviation["to"] and protocol.version == deviation["version"]
+    else:  # a chain from the pin: each version deviates from the one before, the last is the committed file
+        assert steps[0]["from"] == PINS["protocols"][relative]
+        assert all(a["to"] == b["from"] for a, b in zip(steps, steps[1:]))
+        assert protocol.sha256 == steps[-1]["to"] and protocol.version == steps[-1]["version"]
     built = {name: manifest.sha256 for name, manifest in build_manifests(protocol).items()}
-    assert built == (deviation or {}).get("manifests", PINS["manifests"][relative])  # a new version's own rows
+    latest = steps[-1] if steps else {}
+    assert built == latest.get("manifests", PINS["manifests"][relative])  # a new version's own rows
 
 
 def _claims_of_new_versions() -> dict[str, dict[str, str]]:
-    """Claim files changed with a recorded new version of their protocol: their pins are the new hashes."""
-    return {path: hashes for deviation in DEVIATIONS.values() for path, hashes in deviation.get("claims", {}).items()}
+    """Claim files changed with a recorded new version of their protocol: their pins are the latest hashes."""
+    return {
+        path: hashes
+        for relative in DEVIATIONS
+        for step in _steps(relative)
+        for path, hashes in step.get("claims", {}).items()
+    }
 
 
 @pytest.mark.parametrize("relative", sorted(PINS["claims"]))
@@ -57,18 +70,24 @@ def test_claim_hashes_unchanged(relative: str) -> None:
     assert hashes == _claims_of_new_versions().get(relative, PINS["claims"][relative])
 
 
-@pytest.mark.parametrize("relative", sorted(DEVIATIONS))
-def test_a_new_version_is_a_recorded_deviation_of_exactly_its_items(relative: str, tmp_path: Path) -> None:
-    """A ledger holding the version before (its kept text and claims, or for the num_layers fix the committed
-    file with the value `ledger check` now refuses) deviates to the committed file: the ledger records exactly
-    the listed items, and the claims registered with the new version are the committed ones."""
+STEPS = [(relative, index) for relative in sorted(DEVIATIONS) for index in range(len(_steps(relative)))]
+
+
+@pytest.mark.parametrize("relative,index", STEPS, ids=[f"{r}-step{i + 1}" for r, i in STEPS])
+def test_a_new_version_is_a_recorded_deviation_of_exactly_its_items(relative: str, index: int, tmp_path: Path) -> None:
+    """A ledger holding the version before (its kept text and claims, or for the num_layers fix that version's
+    text with the value `ledger check` now refuses) deviates to the version after (the committed file, or for an
+    earlier step its kept text): the ledger records exactly the listed items, and the claims registered with the
+    new version are that version's."""
     import yaml
 
     from ledger.audit.preregistration import _write, deviate
     from ledger.store import open_store
 
-    deviation = DEVIATIONS[relative]
-    current = (ROOT / relative).read_text()
+    deviation = _steps(relative)[index]
+    # the version after this step: the committed file and claims, or (an earlier step) their kept texts
+    current = (ROOT / deviation["after"]).read_text() if "after" in deviation else (ROOT / relative).read_text()
+    claims_after = deviation.get("after_claims", {})
     claims_before = {}
     if "previous" in deviation:  # the registered text of the version before, kept beside the pins
         previous_text = (ROOT / deviation["previous"]).read_text()
@@ -84,13 +103,13 @@ def test_a_new_version_is_a_recorded_deviation_of_exactly_its_items(relative: st
         path.parent.mkdir(parents=True)
         path.write_text(text)
         (path.parent.parent / "bases").symlink_to(ROOT / "bases")
-    (tmp_path / "b" / "claims").symlink_to(ROOT / "claims")
-    if claims_before:
-        (tmp_path / "a" / "claims").mkdir()
-        for named, kept in claims_before.items():
-            (old.parent / named).resolve().write_text((ROOT / kept).read_text())
-    else:
-        (tmp_path / "a" / "claims").symlink_to(ROOT / "claims")
+    for folder, kept in ((old.parent, claims_before), (new.parent, claims_after)):
+        if kept:
+            (folder.parent / "claims").mkdir()
+            for named, text_file in kept.items():
+                (folder / named).resolve().write_text((ROOT / text_file).read_text())
+        else:
+            (folder.parent / "claims").symlink_to(ROOT / "claims")
     store = open_store(f"sqlite:///{tmp_path / 'ledger.db'}")
     try:
         assert _write(store, old, load_protocol(old)).sha256 == deviation["from"]  # as the earlier code did
