@@ -134,8 +134,9 @@ def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_ow
     assert len(frozen_long) == 14 * 64 and not frozen_long & seen_before
     long_rows = build_manifests(long)
     assert len(long_rows["train"].rows) == 8 * 4096 and len(long_rows["train_short"].rows) == 4 * 4096
-    claims = [
-        yaml.safe_load((ROOT / "claims" / f"{name}.yaml").read_text()) for name in ("phaseA-tiny", "phaseA-tiny-long")
+    claims = [  # version 2 of the default registered the same nine claims as the longer protocol
+        yaml.safe_load(path.read_text())
+        for path in (TINY_V2.parent / "phaseA-tiny.claims.v2.yaml", ROOT / "claims" / "phaseA-tiny-long.yaml")
     ]
     assert claims[0]["claims"] == claims[1]["claims"] and claims[1]["protocol"] == "phaseA-tiny-long"
 
@@ -174,6 +175,11 @@ def test_params_reads_the_shipped_bases_by_their_relative_path():
     assert result.returncode == 0, result.stderr
     # tiny-base-large-v2 and tiny-base-xl, read from bases/
     assert "1,225,856" in result.stdout and "2,409,600" in result.stdout
+
+
+# version 3's arm -> the budget twin's variant it froze (docs/phaseA-tiny-tuning.md: the cheapest budget whose
+# answer-only arm extrapolated on the tune rows; A_paper has A's budget by design; C_small read better than C_mid)
+CHOSEN = {"A": "A_small", "A_paper": "A_paper_small", "E": "E_small", "B": "B_small", "C": "C_small", "D": "D_small"}
 
 
 def test_version_3_froze_what_its_budget_twin_tuned_and_reads_fresh_rows():

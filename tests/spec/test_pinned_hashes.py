@@ -88,10 +88,9 @@ def test_a_new_version_is_a_recorded_deviation_of_exactly_its_items(relative: st
     # the version after this step: the committed file and claims, or (an earlier step) their kept texts
     current = (ROOT / deviation["after"]).read_text() if "after" in deviation else (ROOT / relative).read_text()
     claims_after = deviation.get("after_claims", {})
-    claims_before = {}
+    claims_before = deviation.get("previous_claims", {})  # the claims the version before registered, if kept
     if "previous" in deviation:  # the registered text of the version before, kept beside the pins
         previous_text = (ROOT / deviation["previous"]).read_text()
-        claims_before = deviation.get("previous_claims", {})  # and the claims it registered
     else:
         data = yaml.safe_load(current)
         data["version"] = 1
