@@ -1,7 +1,7 @@
 """The embedded default (issue #6): the shipped tiny bases and Phase A in miniature, end to end.
 
-The end-to-end test runs `ledger run protocols/phaseA-tiny.yaml` exactly as the README's
-first command does (minutes on two CPU cores), then `ledger verify` on its claims, and
+The end-to-end test runs `ledger run protocols/phaseA-tiny.yaml --resume --parallel 2` exactly as the
+README's first command does (minutes on two CPU cores), then `ledger verify` on its claims, and
 checks that the report draws the per-depth curves of all six arms.
 """
 
@@ -41,7 +41,9 @@ class _Images(HTMLParser):
 def tiny_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("phaseA-tiny")
     db = f"sqlite:///{folder / 'ledger.db'}"
-    result = ledger_cli("run", str(TINY), "--db", db, "--out", str(folder / "out"), "--no-progress")
+    result = ledger_cli(  # as the README's first command runs it: the arms in two processes, one per core
+        "run", str(TINY), "--db", db, "--out", str(folder / "out"), "--no-progress", "--resume", "--parallel", "2"
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return folder, db, result.stdout
 
