@@ -37,7 +37,7 @@ def arm_groups(protocol: Protocol, arm_ids: list[str], n: int) -> list[list[str]
         chains.setdefault(root[arm_id], []).append(arm_id)
     weight = {key: sum(arm_cost(protocol, a) for a in members) for key, members in chains.items()}
     groups: list[list[str]] = [[] for _ in range(min(n, len(chains)))]
-    loads = [0] * len(groups)
+    loads = [0.0] * len(groups)
     for key in sorted(chains, key=lambda k: -weight[k]):
         lightest = loads.index(min(loads))
         groups[lightest].extend(chains[key])
@@ -56,7 +56,7 @@ def arm_cost(protocol: Protocol, arm_id: str) -> float:
     for stage in arm.stages:
         factor = 1.0
         split = getattr(getattr(arm, "surgery", None), "split", None)
-        if split and getattr(arm.bridge, "reentry", None) == "all" and stage.manifest:
+        if split and getattr(getattr(arm, "bridge", None), "reentry", None) == "all" and stage.manifest:
             depths = getattr(protocol.manifest(stage.manifest), "depths", None)
             if depths:  # prelude and coda once, the block at every loop of the mean forced depth
                 block = split[1] - split[0]
