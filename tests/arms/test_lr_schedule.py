@@ -28,7 +28,7 @@ def test_cosine_and_linear_scales_run_from_warmup_to_the_floor():
 
 
 def test_a_protocol_without_a_schedule_keeps_its_canonical_form_and_one_with_it_changes():
-    path = ROOT / "protocols" / "phaseA-tiny.yaml"
+    path = ROOT / "protocols" / "phaseA-tiny-tuning.yaml"  # registered before schedules existed, and has none
     plain = load_protocol(path)
     assert '"schedule"' not in plain.canonical()  # hashes registered before the field existed still hold
     data = yaml.safe_load(path.read_text())
