@@ -1,7 +1,7 @@
 """Re-entry cost: a T-loop forward on the runner's code path, relative to one base forward, side by side.
 
-    python bench/reentry_cost.py            # both shapes, batch 1 and 32 (~6 min of one core here)
-    python bench/reentry_cost.py --quick    # fewer repeats, loops 4 and 14 (~2 min)
+    python bench/reentry_cost.py            # both shapes, batch 1 and 32, T = 4, 8, 12, 14, 5 repeats (not timed)
+    python bench/reentry_cost.py --quick    # T = 4 and 14, 3 repeats (about 6 min of one core here)
 
 Every variant calls ``RecurrentLM.forward`` exactly as ``arms.runtime.RecurrentRuntime`` does (evaluation and
 training read every loop; latency reads the answer loop alone, ``read_at=[T]``); nothing here is a bench-only
