@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from arms.device import model_device, synchronize
+from arms.device import free_memory_bytes, model_device, synchronize
 from arms.train.distributed import SINGLE, World
 from arms.train.step import TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
@@ -276,7 +276,9 @@ class RecurrentRuntime(ArmRuntime):
 
         was_training = self.model.training
         self.model.eval()
-        merge = isinstance(self.model, AdapterRecurrentLM) and merged_copy_fits(self.model)
+        merge = isinstance(self.model, AdapterRecurrentLM) and merged_copy_fits(
+            self.model, free_memory_bytes(self.device)
+        )
         if merge:
             self.model.use_merged_block()
         try:

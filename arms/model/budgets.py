@@ -392,11 +392,10 @@ def merged_copy_bytes(model: AdapterRecurrentLM) -> int:
     )
 
 
-def merged_copy_fits(model: AdapterRecurrentLM) -> bool:
-    """True when the merged copy takes at most ``MERGED_COPY_MEMORY_SHARE`` of the device's free memory."""
-    from arms.device import free_memory_bytes, model_device
-
-    return merged_copy_bytes(model) <= MERGED_COPY_MEMORY_SHARE * free_memory_bytes(model_device(model))
+def merged_copy_fits(model: AdapterRecurrentLM, free_bytes: int) -> bool:
+    """True when the merged copy takes at most ``MERGED_COPY_MEMORY_SHARE`` of the memory free on the model's
+    device (``arms.device.free_memory_bytes``, which the caller reads)."""
+    return merged_copy_bytes(model) <= MERGED_COPY_MEMORY_SHARE * free_bytes
 
 
 def unload_adapter(model: AdapterRecurrentLM) -> RecurrentLM:

@@ -186,7 +186,7 @@ def test_version_3_froze_what_its_budget_twin_tuned_and_reads_fresh_rows():
     """Version 3's arms are the budget twin's chosen variants (renamed, evaluated on the frozen rows); the twin is
     exploratory and never built the frozen evaluation or Tier-1 rows; every arm of version 3 reads rows that no
     earlier protocol of this default, its twins or the longer protocol built."""
-    from ledger.rows.builder import build_manifests
+    from ledger.rows.builder import build_manifest, build_manifests
 
     tuning, tiny = load_protocol(BUDGET_TUNING), load_protocol(TINY)
     assert tuning.purpose == "exploratory" and tuning.claims == [] and tiny.version == 3
@@ -208,9 +208,14 @@ def test_version_3_froze_what_its_budget_twin_tuned_and_reads_fresh_rows():
     built = build_manifests(tiny)
     fresh = {row.sha256 for name in ("phaseA_eval", "tier1") for row in built[name].rows}
     assert len(built["phaseA_eval"].rows) == 14 * 64 and len(built["tier1"].rows) == 484
-    earlier = [BUDGET_TUNING, TINY_V2, TUNING, LONG, LONG_TUNING]
-    seen = {row.sha256 for path in earlier for m in build_manifests(load_protocol(path)).values() for row in m.rows}
+    # every row an earlier protocol, twin or the longer run evaluated or gated on (by content); their training
+    # rows come from other splits (a row is a function of its split, seed, depth and index)
+    earlier = [load_protocol(path) for path in (BUDGET_TUNING, TINY_V2, TUNING, LONG, LONG_TUNING)]
+    read = [[m for m in protocol.manifests if m.role != "train"] for protocol in earlier]
+    seen = {row.sha256 for manifests in read for m in manifests for row in build_manifest(m).rows}
     assert not fresh & seen
+    frozen_splits = {m.split for m in tiny.manifests if m.id in ("phaseA_eval", "tier1")}
+    assert not frozen_splits & {m.split for protocol in earlier for m in protocol.manifests}
 
 
 def test_version_3_can_support_its_noninferiority_claim_at_all():
