@@ -140,31 +140,23 @@ def main(argv=None):
     def base_fn():
         return base(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1).logits
 
-    # The LoRA and merged paths share one AdapterRecurrentLM: the merged snapshot is
-    # built once and switched on/off per call (use_merged_block would rebuild it).
-    snapshot = {}
-
-    def set_merged(on: bool):
-        object.__setattr__(arlm, "_merged", snapshot["copy"] if on else None)
-        object.__setattr__(arlm, "_merged_fingerprint", snapshot["fp"] if on else None)
-
+    # The LoRA and merged paths share one AdapterRecurrentLM: the merged copy is built
+    # once and stepped around for the unmerged path (use_merged_block would rebuild it).
     def lora_fn(T):
         def fn():
-            set_merged(False)
-            return final_readout(arlm, ids, mask, T)
+            with arlm.merged_block_off():
+                return final_readout(arlm, ids, mask, T)
 
         return fn
 
     def merged_fn(T):
         def fn():
-            set_merged(True)
             return final_readout(arlm, ids, mask, T)
 
         return fn
 
     with torch.inference_mode():
         arlm.use_merged_block(True)
-        snapshot.update(copy=arlm._merged, fp=arlm._merged_fingerprint)
         # sanity: the final-readout path is the forward's last readout; merged ~ unmerged
         T = max(args.loops)
         full = rlm(ids, mask, loops=T)

@@ -96,13 +96,13 @@ def build_variants(model, cut, ids, mask, loops):
     lora.bridge.load_state_dict(answer.bridge.state_dict())
     lora = apply_adapter_budget(lora, rank=16, alpha=32, seed=0).eval()
     nudge(lora.lora_parameters())
-    lora.use_merged_block()
-    merged_copy, fingerprint = lora._merged, lora._merged_fingerprint
+    lora.use_merged_block()  # built once; the unmerged variant steps around it
 
-    def adapter(T, merged):  # the snapshot switched on and off (use_merged_block would rebuild it every call)
-        object.__setattr__(lora, "_merged", merged_copy if merged else None)
-        object.__setattr__(lora, "_merged_fingerprint", fingerprint if merged else None)
-        return lora(ids, mask, loops=T, read_at=[T])
+    def adapter(T, merged):
+        if merged:
+            return lora(ids, mask, loops=T, read_at=[T])
+        with lora.merged_block_off():
+            return lora(ids, mask, loops=T, read_at=[T])
 
     pos = positions_from_mask(mask)
     variants = {"base": lambda: model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1).logits}

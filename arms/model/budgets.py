@@ -286,6 +286,17 @@ class AdapterRecurrentLM(RecurrentLM):
     def merged(self) -> bool:
         return self._merged is not None
 
+    @contextlib.contextmanager
+    def merged_block_off(self) -> Iterator[AdapterRecurrentLM]:
+        """The unmerged LoRA loops for a while, the merged copy kept for afterwards (a bench compares both
+        on one model without rebuilding the copy each call)."""
+        kept = self._merged
+        object.__setattr__(self, "_merged", None)
+        try:
+            yield self
+        finally:
+            object.__setattr__(self, "_merged", kept)
+
     # -- the loop --------------------------------------------------------------
 
     def _cache_from(self) -> int:

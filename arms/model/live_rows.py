@@ -87,38 +87,50 @@ def drop_answer_entries(cache: Any, prompt_len: int) -> None:
             layer.crop(-extra)
 
 
-class LiveRows:
+class _Rows:
+    """What both kinds of live rows share: the batch size, the live rows' batch indices, and `scatter`."""
+
+    def __init__(self, batch: int, depths: torch.Tensor | None, index: torch.Tensor):
+        self.batch, self.depths, self.index = batch, depths, index
+
+    @property
+    def count(self) -> int:
+        return int(self.index.shape[0])
+
+    def scatter(self, live_values: torch.Tensor) -> torch.Tensor:
+        """A live-rows tensor back at full batch size, zeros for the finished rows (index_copy, so gradients
+        reach the live rows only)."""
+        if self.count == self.batch:
+            return live_values
+        full = live_values.new_zeros((self.batch, *live_values.shape[1:]))
+        return full.index_copy(0, self.index, live_values)
+
+
+class LiveRows(_Rows):
     """The rows of a batch still inside their depth, for `RecurrentLM.forward(depths=...)`.
 
     Without depths every row stays live and nothing is copied. With depths, at loop t
     the rows with depth < t are dropped from the running state (for good: depth only
     falls behind t), the masks and rotary embeddings are rebuilt for the survivors,
-    and `scatter` puts a live-rows tensor back at full batch size with zeros for the
-    finished rows (index_copy, so gradients reach the live rows only).
+    and `scatter` puts a live-rows tensor back at full batch size.
     """
 
     def __init__(self, model, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx):
-        self.model = model
-        self.batch = rows.shape[0]
-        self.depths = None
+        batch = rows.shape[0]
         if depths is not None:
             depths = torch.as_tensor(depths, device=rows.device).long()
-            if depths.shape != (self.batch,):
-                raise ValueError(f"depths must have shape [{self.batch}], got {tuple(depths.shape)}")
-            if self.batch and int(depths.min()) < 1:
+            if depths.shape != (batch,):
+                raise ValueError(f"depths must have shape [{batch}], got {tuple(depths.shape)}")
+            if batch and int(depths.min()) < 1:
                 raise ValueError("every depth must be >= 1")
-            self.depths = depths
-        self.index = rows  # batch indices of the live rows
+        super().__init__(batch, depths, rows)  # index: batch indices of the live rows
+        self.model = model
         self.embeds, self.attention_mask, self.position_ids = embeds, attention_mask, position_ids
         self.all_answer_positions = answer_positions
         self.answer_positions = answer_positions
         self.ctx = ctx
         self.local_rows = rows
         self.prelude_live = None  # the prelude output of the live rows, once some have left
-
-    @property
-    def count(self) -> int:
-        return int(self.index.shape[0])
 
     def keep_until(self, t: int, state, prelude_out):
         """Drop the rows whose depth is below t; returns (state, prelude output) of the live rows."""
@@ -136,18 +148,12 @@ class LiveRows:
                 self.ctx = self.model._context(self.embeds[idx], self.attention_mask[idx], self.position_ids[idx])
         return state, self.prelude_live if self.count < self.batch else prelude_out
 
-    def scatter(self, live_values: torch.Tensor) -> torch.Tensor:
-        if self.count == self.batch:
-            return live_values
-        full = live_values.new_zeros((self.batch, *live_values.shape[1:]))
-        return full.index_copy(0, self.index, live_values)
 
-
-class AnswerRows(LiveRows):
+class AnswerRows(_Rows):
     """The answer position of the live rows, once the prompt sits in `cache` (states are [rows, 1, hidden])."""
 
     def __init__(self, live: LiveRows, prelude_live: torch.Tensor, cache: Any, prompt_len: int):
-        self.batch, self.depths, self.index = live.batch, live.depths, live.index
+        super().__init__(live.batch, live.depths, live.index)
         self.prelude = prelude_live[:, -1:]
         self.ctx = answer_context(live.ctx)
         self.cache, self.prompt_len = cache, prompt_len

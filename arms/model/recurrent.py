@@ -311,21 +311,25 @@ class RecurrentLM(nn.Module):
 
         readouts, states = [], []
         state = prelude_out if self.design == "S" else self._initial_state(prelude_out, generator)
-        live = LiveRows(self, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx)
+        live: LiveRows | AnswerRows = LiveRows(
+            self, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx
+        )
         vocab = cast(nn.Linear, self.surgery.lm_head).out_features
         for t in range(1, loops + 1):
+            read = t in wanted  # the coda runs only where a readout is returned (or the cache needs its entries)
             with torch.set_grad_enabled(torch.is_grad_enabled() and t > no_grad_loops):
                 if t == no_grad_loops + 1 and no_grad_loops:
                     state = state.detach()
                 state, prelude_live = live.keep_until(t, state, prelude_out)
+                readout = None
                 if live.count == 0:  # every row is past its depth
-                    readout = prelude_out.new_zeros(0, vocab) if t in wanted else None
+                    readout = prelude_out.new_zeros(0, vocab)
                     at_answer = prelude_out.new_zeros(0, prelude_out.shape[-1])
                 elif isinstance(live, AnswerRows):  # the prompt is cached: the answer position alone
                     entry = state if self.bridge is None else self.bridge(state, prelude_live)
                     state = self._block_pass(t, entry, live.ctx, cache)
-                    readout = self._head(self._run(self.surgery.coda_idx, state, live.ctx, cache=cache)[:, 0])
-                    readout = readout if t in wanted else None
+                    if read:
+                        readout = self._head(self._run(self.surgery.coda_idx, state, live.ctx, cache=cache)[:, 0])
                     at_answer = state[:, 0]
                     live.end_loop()
                 else:
@@ -333,16 +337,14 @@ class RecurrentLM(nn.Module):
                     state = self._step(
                         t, state, prelude_live, live.ctx, live.local_rows, live.answer_positions, filling
                     )
-                    readout = None
-                    if t in wanted or filling is not None:  # the coda's prompt entries are needed later
+                    if read or filling is not None:  # filling: the coda's prompt entries are needed later
                         readout = self._readout(state, live.ctx, live.local_rows, live.answer_positions, filling)
-                    readout = readout if t in wanted else None
                     at_answer = state[live.local_rows, live.answer_positions]
                     if filling is not None:
                         live = AnswerRows(live, prelude_live, filling, prompt_len=input_ids.shape[1] - 1)
                         state = at_answer.unsqueeze(1)
-                if readout is not None:
-                    readouts.append(live.scatter(readout))
+                if read:
+                    readouts.append(live.scatter(cast(torch.Tensor, readout)))
                 states.append(live.scatter(at_answer))
 
         stacked = torch.stack(readouts)

@@ -126,8 +126,8 @@ def _refuse_peeked_evaluation(store: Store, protocol: Protocol, manifests: dict)
             )
 
 
-def _write(store: Store, path: Path, protocol: Protocol) -> Registration:
-    manifests = build_manifests(protocol)
+def _write(store: Store, path: Path, protocol: Protocol, built: dict | None = None) -> Registration:
+    manifests = built if built is not None else build_manifests(protocol)
     _refuse_peeked_evaluation(store, protocol, manifests)
     claim_files = claim_files_of(path, protocol)
     sha = store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
@@ -152,11 +152,14 @@ def _write(store: Store, path: Path, protocol: Protocol) -> Registration:
     return Registration(protocol, sha, manifest_shas, claim_ids, already=False)
 
 
-def register(store: Store, path: str | Path, checked: CheckedProtocol | None = None) -> Registration:
+def register(
+    store: Store, path: str | Path, checked: CheckedProtocol | None = None, manifests: dict | None = None
+) -> Registration:
     """Register a protocol before any result; refuses a silently changed protocol.
 
     ``checked``: the protocol already passed through ``check_protocol_file`` by the caller (who checks
-    before opening the database), so that it is not loaded and checked twice."""
+    before opening the database), so that it is not loaded and checked twice; ``manifests``: its manifests
+    as the caller already built them (``build_manifests``), so that they are not built twice."""
     path = Path(path)
     protocol = (checked or check_protocol_file(path)).protocol  # complete validation before anything is written
     versions = registered_versions(store, protocol.name)
@@ -169,7 +172,7 @@ def register(store: Store, path: str | Path, checked: CheckedProtocol | None = N
             f"protocol {protocol.name!r} is already registered as {versions[-1].sha256[:12]} and this file differs: "
             "a change to a registered protocol is a deviation (`ledger deviate`)"
         )
-    return _write(store, path, protocol)
+    return _write(store, path, protocol, manifests)
 
 
 def diff_items(planned: Any, actual: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:

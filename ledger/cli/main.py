@@ -249,6 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
         "another stays with it), then judge the claims. Data-parallel training of one arm: torchrun (README)",
     )
     run.add_argument(
+        "--no-judge",
+        action="store_true",
+        help="train and evaluate the arms only: no claims judged, no report (what --parallel's children do; a "
+        "later `ledger run --resume` judges and reports)",
+    )
+    run.add_argument(
         "--no-progress",
         action="store_true",
         help="no progress bars, the model library's own (loading weights) included; the log still records progress",

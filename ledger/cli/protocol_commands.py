@@ -210,6 +210,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             device=args.device,
             artifacts=args.artifacts,
+            judge=not args.no_judge,
         )
         if args.parallel is not None:
             _run_children(runner, args)
@@ -245,6 +246,7 @@ def _run_children(runner, args: argparse.Namespace) -> None:
             artifacts=args.artifacts,
             resume=args.resume,
             report=lambda line: out.print(line, markup=False),
+            on_core_free=runner.warm,
         )
     except ParallelFailed as exc:
         raise CommandError(str(exc)) from None
@@ -291,7 +293,9 @@ def _print_run_summary(result) -> None:
         status = arm.status if not arm.note else f"{arm.status}: {arm.note}"
         table.add_row(arm.arm, status, accuracy, tail, gates, designs.get(arm.arm, "-"))
     out.print(table)
-    if result.claims_waiting_for and result.protocol.claims:
+    if not result.judged:
+        out.print("claims and report: not judged here (--no-judge); `ledger run --resume` judges them and reports")
+    elif result.claims_waiting_for and result.protocol.claims:
         out.print(
             f"claims not judged yet: arm(s) {', '.join(result.claims_waiting_for)} have not finished in this "
             "ledger; run them (--arms), then `ledger run --resume` or `ledger verify` judges the claims"

@@ -5,16 +5,21 @@ N groups -- an arm that continues from another (``init_from``) stays with it, an
 are balanced by estimated training cost (``arm_cost``) -- and starts one ``ledger run P --arms GROUP`` per group.
 With GPUs, child k gets ``cuda:(k mod GPUs)``; on the CPU the cores are shared out
 (unless ``OMP_NUM_THREADS`` is set: then every child uses that many). Each
-child's output goes to ``OUT/parallel-K.log``. When all have finished the parent judges
-the claims and writes the report by resuming the whole protocol (every arm is recorded
-by then, so nothing is retrained).
+child's output goes to ``OUT/parallel-K.log``. The children train and evaluate only
+(``--no-judge``); when all have finished the parent judges the claims and writes the report by
+resuming the whole protocol (every arm is recorded by then, so nothing is retrained). The
+parent reads its inputs ahead (imports, manifests, bases: ``Runner.warm``) as soon as the first
+child has finished and a core is free.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ledger.spec.protocol import Protocol
@@ -86,8 +91,10 @@ def run_parallel(
     artifacts: str | None,
     resume: bool,
     report=print,
+    on_core_free: Callable[[], None] | None = None,
 ) -> list[int]:
-    """Start the children and wait for them; their exit codes, in group order."""
+    """Start the children and wait for them; their exit codes, in group order. ``on_core_free`` runs once, when
+    the first child has finished while others still run (read-only work the parent would do after them)."""
     groups = arm_groups(protocol, arm_ids, n)
     devices = child_devices(device, len(groups))
     # the cores shared out, unless the caller fixed the thread count (readings then match a
@@ -97,7 +104,7 @@ def run_parallel(
     children = []
     for k, (group, child_device) in enumerate(zip(groups, devices)):
         command = [sys.executable, "-m", "ledger", "run", str(protocol_path), "--arms", ",".join(group)]
-        command += ["--db", db, "--out", str(out_dir), "--no-progress"]
+        command += ["--db", db, "--out", str(out_dir), "--no-progress", "--no-judge"]
         command += ["--device", child_device] if child_device else []
         command += ["--artifacts", artifacts] if artifacts else []
         command += ["--resume"] if resume else []
@@ -105,12 +112,17 @@ def run_parallel(
         env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
         children.append((group, log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)))
         report(f"started arms {','.join(group)} on {child_device or 'auto'} (log {out_dir / f'parallel-{k}.log'})")
-    codes = []
-    for group, log, process in children:
-        code = process.wait()
-        log.close()
-        codes.append(code)
-        report(f"arms {','.join(group)}: exit {code}")
+    codes: list[int | None] = [None] * len(children)
+    while None in codes:
+        for k, (group, log, process) in enumerate(children):
+            if codes[k] is None and process.poll() is not None:
+                log.close()
+                codes[k] = process.returncode
+                report(f"arms {','.join(group)}: exit {process.returncode}")
+        if on_core_free is not None and codes.count(None) not in (0, len(children)):
+            _ahead(on_core_free)
+            on_core_free = None
+        time.sleep(0.2)
     bad = [k for k, code in enumerate(codes) if code not in (0, 3)]
     if bad:
         k = bad[0]
@@ -118,4 +130,13 @@ def run_parallel(
         raise ParallelFailed(
             f"arms {','.join(groups[k])} failed (exit {codes[k]}): {last[-1] if last else 'no output'}"
         )
-    return codes
+    return [int(code) for code in codes if code is not None]
+
+
+def _ahead(work: Callable[[], None]) -> None:
+    """Read-ahead work while children still run: a failure is only logged here, since the parent's own pass
+    repeats the work after the children and reports it there (with the children's logs to read first)."""
+    try:
+        work()
+    except Exception as exc:  # repeated, and reported, by the pass that follows
+        logging.getLogger("ledger.run").info("reading ahead failed (the judging pass repeats it): %s", exc)

@@ -29,6 +29,7 @@ class RunResult:
     arms: list[ArmOutcome]
     claims: list[Any] = field(default_factory=list)
     claims_waiting_for: list[str] = field(default_factory=list)  # arms not finished in this ledger yet
+    judged: bool = True  # False under --no-judge: claims and report left to a later pass
     report: Path | None = None
 
     @property

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ledger.rows.manifest import Manifest
 from ledger.run.after_arms import depth_gates, judge_claims, summarise, unfinished_arms
@@ -60,6 +60,7 @@ class Runner(StageTraining):
         progress: bool = True,
         device: str | None = None,
         artifacts: str | Path | None = None,
+        judge: bool = True,
     ):
         self.protocol_path = Path(protocol_path)
         # complete validation before anything is written: the database is not even opened
@@ -77,6 +78,13 @@ class Runner(StageTraining):
         self.progress = progress
         self.device_choice = device or self.protocol.device  # the CLI's --device wins over the protocol's
         self.artifacts = Path(artifacts) if artifacts else None
+        self.judge = judge  # False: the arms only; a later pass judges the claims and writes the report
+        # read once (``_read_inputs``), before anything is written
+        self.manifests: dict[str, Manifest] = {}
+        self.manifest_sha: dict[str, str] = {}
+        self.loaded: dict[str, tuple] = {}  # base name -> (model, tokenizer, files)
+        self.bases: dict[str, tuple] = {}  # base name -> (model, tokenizer, recorded sha)
+        self.reader: Any = None
         self.fault = _parse_fault(os.environ.get("LEDGER_FAULT_INJECTION"))
         # a tuning run's checkpoints are exploratory: nothing confirmatory may descend from them
         self._status_ok = "exploratory" if self.protocol.purpose == "exploratory" else "promoted"
@@ -92,10 +100,38 @@ class Runner(StageTraining):
 
         check_bases_available(self.protocol, self.protocol_dir, self.arm_ids)
         resolve_device(self.device_choice)
+        self._read_manifests()
         url = self.db or default_db_url()
         with open_store(url) as store:
-            register(store, self.protocol_path, self.checked)
+            register(store, self.protocol_path, self.checked, self.manifests)
         return url
+
+    def warm(self) -> None:
+        """Read ahead what the run reads before it writes (the manifests, the bases and their tokenizers, the
+        model library's imports), writing nothing: ``--parallel``'s parent does it once a child has finished and
+        a core is free, instead of after the last one."""
+        from arms.device import resolve_device
+
+        self.device = resolve_device(self.device_choice)
+        self._read_inputs()
+
+    def _read_manifests(self) -> None:
+        if not self.manifests:
+            from ledger.rows.builder import build_manifests
+
+            self.manifests = build_manifests(self.protocol)
+            self.manifest_sha = {name: m.sha256 for name, m in self.manifests.items()}
+
+    def _read_inputs(self) -> None:
+        """The manifests, the loaded bases and the reader, each once per runner."""
+        import torch
+
+        self._read_manifests()
+        torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
+        # The reader is built from the bases' tokenizers before registration: a symbol a tokenizer
+        # splits is the protocol's error, and a registration it refuses would be one nobody can run.
+        if self.reader is None:
+            self.reader = self._reader_for_all()
 
     def run(self) -> RunResult | None:
         """The run's result (None on a data-parallel rank other than 0, which records nothing)."""
@@ -103,7 +139,6 @@ class Runner(StageTraining):
         from arms.device import resolve_device
         from arms.train.distributed import leave, rank_device, world_from_env
         from ledger.audit.preregistration import register, registration_of
-        from ledger.rows.builder import build_manifests
         from ledger.store import default_db_url, open_store
         from ledger.store.objects import ArtifactStore, default_artifact_root
 
@@ -128,7 +163,7 @@ class Runner(StageTraining):
         self.store = open_store(url)
         self.objects = ArtifactStore(self.artifacts or default_artifact_root(url))
         try:
-            return self._run_main(register, registration_of, build_manifests)
+            return self._run_main(register, registration_of)
         except BaseException as exc:
             if not self._ranks_released:
                 self.world.tell(("abort", str(exc) or type(exc).__name__))  # the other ranks stop too
@@ -137,18 +172,9 @@ class Runner(StageTraining):
             self.store.close()
             leave(self.world)
 
-    def _run_main(self, register, registration_of, build_manifests) -> RunResult:
-        self.manifests: dict[str, Manifest] = build_manifests(self.protocol)
-        self.manifest_sha = {name: m.sha256 for name, m in self.manifests.items()}
-        import torch
-
-        torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
-        self.loaded: dict[str, tuple] = {}
-        self.bases: dict[str, tuple] = {}
-        # The reader is built from the bases' tokenizers before registration: a symbol a tokenizer
-        # splits is the protocol's error, and a registration it refuses would be one nobody can run.
-        self.reader = self._reader_for_all()
-        register(self.store, self.protocol_path, self.checked)
+    def _run_main(self, register, registration_of) -> RunResult:
+        self._read_inputs()
+        register(self.store, self.protocol_path, self.checked, self.manifests)
         self.sha = registration_of(self.store, self.protocol)
         log.info("protocol %s registered as %s", self.protocol.name, self.sha)
         outcomes = [self._run_arm_with_ranks(self.protocol.arm(arm_id)) for arm_id in self.arm_ids]
@@ -159,6 +185,10 @@ class Runner(StageTraining):
         # Claims are judged once every arm has finished, here or in another process on this
         # ledger (`--arms`): an arm still training has gate readings of earlier stages that a
         # claim must not be judged on, and the first judgement is the one the ledger keeps.
+        if not self.judge:
+            log.info("arms %s done: the claims and the report are left to the judging pass", ",".join(self.arm_ids))
+            result.judged = False
+            return result
         result.claims_waiting_for = unfinished_arms(self)
         if result.claims_waiting_for:
             log.info(

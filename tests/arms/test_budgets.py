@@ -221,6 +221,10 @@ def test_merged_copy_matches_unmerged_adapter_at_every_loop(reentry):
         unmerged = arlm(ids, mask, loops=4)
         arlm.use_merged_block()
         merged = arlm(ids, mask, loops=4)
+        copy_before = arlm._merged
+        with arlm.merged_block_off():  # the unmerged loops again, the copy kept for afterwards
+            assert not arlm.merged and torch.equal(arlm(ids, mask, loops=4), unmerged)
+        assert arlm._merged is copy_before and torch.equal(arlm(ids, mask, loops=4), merged)
     assert torch.equal(merged[0], base) and torch.equal(unmerged[0], base)
     assert torch.allclose(merged, unmerged, **MERGE_TOL), (merged - unmerged).abs().max()
     assert not torch.allclose(merged[1], base, atol=1e-3)

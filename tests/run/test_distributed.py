@@ -102,6 +102,9 @@ def test_parallel_processes_write_one_ledger_judge_the_claims_once_and_reproduce
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     assert ran.stdout.count("exit 0") == 2 and "preregistered claims" in ran.stdout
+    for k in (0, 1):  # the children train and evaluate only; the parent alone judges and reports
+        child = (tmp_path / "out" / f"parallel-{k}.log").read_text(encoding="utf-8")
+        assert "not judged here (--no-judge)" in child and "report.html" not in child
     assert digest(db) == digest(folder / "ledger.db")
     claims = yaml.safe_load((ROOT / "claims" / "smoke.yaml").read_text(encoding="utf-8"))["claims"]
     with open_store(f"sqlite:///{db}") as store:
@@ -138,3 +141,60 @@ def test_groups_are_balanced_by_estimated_cost_not_steps() -> None:
     groups = arm_groups(protocol, [arm.id for arm in protocol.arms], 2)
     paper = next(group for group in groups if "A_paper" in group)
     assert "A" not in paper and "E" not in paper
+
+
+def test_the_parent_reads_ahead_once_the_first_child_has_finished(monkeypatch, tmp_path) -> None:
+    """``on_core_free`` runs once, after the first child has exited and before the last one does."""
+    from ledger.run import parallel
+    from ledger.spec.loader import load_protocol
+
+    events: list[str] = []
+    polls_left = [3, 12]  # the first child exits after 3 polls, the second after 12
+
+    class Child:
+        def __init__(self, command, **_):
+            self.group = command[command.index("--arms") + 1]
+            self.left = polls_left.pop(0)
+            self.returncode: int | None = None
+            assert "--no-judge" in command  # children never judge the claims nor write the report
+
+        def poll(self):
+            self.left -= 1
+            if self.left <= 0 and self.returncode is None:
+                self.returncode = 0
+                events.append(f"exit {self.group}")
+            return self.returncode
+
+    monkeypatch.setattr(parallel.subprocess, "Popen", Child)
+    monkeypatch.setattr(parallel.time, "sleep", lambda _: None)
+    protocol = load_protocol(SMOKE)
+    codes = parallel.run_parallel(
+        SMOKE, protocol, [arm.id for arm in protocol.arms], 2, db="sqlite:///x.db", out_dir=tmp_path,
+        device="cpu", artifacts=None, resume=False, report=lambda _: None,
+        on_core_free=lambda: events.append("read ahead"),
+    )  # fmt: skip
+    assert codes == [0, 0]
+    assert [e.split()[0] for e in events] == ["exit", "read", "exit"]
+
+
+def test_a_run_builds_its_manifests_once_and_reading_ahead_writes_nothing(monkeypatch, tmp_path) -> None:
+    from ledger.audit import preregistration
+    from ledger.rows import builder
+    from ledger.run.runner import Runner
+
+    builds: list[str] = []
+    real = builder.build_manifests
+
+    def counted(protocol):
+        builds.append(protocol.name)
+        return real(protocol)
+
+    monkeypatch.setattr(builder, "build_manifests", counted)
+    monkeypatch.setattr(preregistration, "build_manifests", counted)
+    db, out = tmp_path / "ledger.db", tmp_path / "out"
+    runner = Runner(SMOKE, db=f"sqlite:///{db}", out=out, resume=False, arms=None, progress=False, device="cpu")
+    runner.warm()
+    assert runner.reader is not None and set(runner.loaded) == {arm.base for arm in runner.protocol.arms}
+    assert not db.exists() and not out.exists()  # read-only
+    runner.register_only()
+    assert builds == ["smoke"]  # registration took the runner's manifests
