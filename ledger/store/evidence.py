@@ -18,6 +18,10 @@ class StoreEvidence:
     store: Store
     protocol_sha256s: tuple[str, ...]
     _manifests: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
+    # Readings are read once per (arm, manifest[, loop]): the claims of a file share arms, and a judging or
+    # verifying pass writes no evidence while it reads (an instance lives for one pass).
+    _records: dict[tuple, list[EvidenceReading]] = field(default_factory=dict, init=False, repr=False)
+    _outcomes: dict[tuple, dict[str, tuple[int, bool]] | None] = field(default_factory=dict, init=False, repr=False)
 
     def manifest_sha256(self, manifest: str) -> str | None:
         """The latest registered manifest of that name in scope (a manifest two versions share included);
@@ -41,13 +45,25 @@ class StoreEvidence:
         An arm read on the same rows by several checkpoints (a gate after each stage)
         is judged by the last one; earlier readings stay in the ledger for the gates.
         """
-        latest = self._latest(arm, manifest)
-        if latest is None:
-            return []
-        sha, checkpoint = latest
-        return self.store.readings(sha, arm=arm, checkpoint_sha256=checkpoint, in_manifest_order=True)
+        key = (arm, manifest)
+        if key not in self._records:
+            latest = self._latest(arm, manifest)
+            self._records[key] = (
+                []
+                if latest is None
+                else self.store.readings(latest[0], arm=arm, checkpoint_sha256=latest[1], in_manifest_order=True)
+            )
+        return list(self._records[key])
 
     def outcomes(self, arm: str, manifest: str, loop: int | None) -> dict[str, tuple[int, bool]] | None:
+        """row id -> (depth, correct) at ``loop`` (None: each row's final reading); a fresh dict per call."""
+        key = (arm, manifest, loop)
+        if key not in self._outcomes:
+            self._outcomes[key] = self._read_outcomes(arm, manifest, loop)
+        found = self._outcomes[key]
+        return dict(found) if found is not None else None
+
+    def _read_outcomes(self, arm: str, manifest: str, loop: int | None) -> dict[str, tuple[int, bool]] | None:
         latest = self._latest(arm, manifest)
         if latest is None:
             return None
