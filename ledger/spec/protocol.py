@@ -143,9 +143,11 @@ class Protocol(StrictModel):
                 low, high = gate_depths
                 if low > high:
                     problems.append((f"depth range is inverted: [{low}, {high}]", ["gates", g, "depths"]))
-                gate_manifest: Any = manifests.get(gate.manifest)
-                if GENERATORS[gate_manifest.generator].reading == "by_loop" and (
-                    low < gate_manifest.depths[0] or high > gate_manifest.depths[1]
+                gate_manifest: Any = manifests.get(gate.manifest)  # None: reported missing above
+                if (
+                    gate_manifest is not None
+                    and GENERATORS[gate_manifest.generator].reading == "by_loop"
+                    and (low < gate_manifest.depths[0] or high > gate_manifest.depths[1])
                 ):
                     problems.append(
                         (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ledger.cli.main import main
@@ -248,6 +248,8 @@ def _mutate(data, path, operation, value):
         max_size=3,
     )
 )
+# found by this test: a gate with depths whose manifest was deleted raised AttributeError
+@example(mutations=[(("manifests", 0), "delete", None), (("manifests", 0), "delete", None)])
 def test_mutated_protocols_never_raise_anything_but_protocol_error(mutations):
     data = BASE_DATA
     for path, operation, value in mutations:
