@@ -366,7 +366,8 @@ class DenseRuntime(ArmRuntime):
     def __init__(self, base_model, tokenizer, reader: Reader, arm: Any):
         super().__init__(base_model, tokenizer, reader)
         # `ledger check` refuses mixed formats: the arm is read in the one format its stages train
-        formats = {OBJECTIVES[stage.objective].target_format for stage in arm.stages}
+        # (a next-token stage has no target format: an arm trained only so is read as answering directly)
+        formats = {OBJECTIVES[stage.objective].target_format for stage in arm.stages} - {None}
         self.mode = formats.pop() if len(formats) == 1 else "direct"
         self.arm = arm
         for parameter in self.model.parameters():
