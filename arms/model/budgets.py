@@ -210,6 +210,7 @@ class AdapterRecurrentLM(RecurrentLM):
     # set with object.__setattr__ (not registered as submodules, see __init__)
     _tuner: LoraModel | None
     _merged: nn.ModuleList | None
+    _plain: nn.ModuleList | None
     _merged_fingerprint: tuple | None
     _merged_sources: list | None
 
@@ -221,6 +222,7 @@ class AdapterRecurrentLM(RecurrentLM):
         # merged copy is an inference-time snapshot that must not enter state_dict/parameters.
         object.__setattr__(self, "_tuner", None)
         object.__setattr__(self, "_merged", None)
+        object.__setattr__(self, "_plain", None)  # loop 1's view of the block without PEFT wrappers (merged mode)
         object.__setattr__(self, "_merged_fingerprint", None)
         object.__setattr__(self, "_merged_sources", None)
 
@@ -275,9 +277,11 @@ class AdapterRecurrentLM(RecurrentLM):
         """Run loops >= 2 on a merged second copy of the block (inference only); False drops it."""
         if not enabled:
             object.__setattr__(self, "_merged", None)
+            object.__setattr__(self, "_plain", None)
             object.__setattr__(self, "_merged_fingerprint", None)
             return self
         object.__setattr__(self, "_merged", merged_block_copy(self))
+        object.__setattr__(self, "_plain", nn.ModuleList(base_layer_view(layer) for layer in self.surgery.block))
         object.__setattr__(self, "_merged_sources", [*self.lora_parameters(), *unique_parameters(self.surgery.block)])
         object.__setattr__(self, "_merged_fingerprint", self._fingerprint(self._merged_sources))
         return self
@@ -303,6 +307,10 @@ class AdapterRecurrentLM(RecurrentLM):
         return 2  # loop 1 runs without the adapter: the prompt's keys and values repeat from loop 2 on
 
     def _block_pass(self, t: int, entry: torch.Tensor, ctx, cache=None) -> torch.Tensor:
+        if t == 1 and self._merged is not None and not self.training:
+            # the base's own Linears without PEFT's wrappers: the same tensors and operations, so the same bits,
+            # and a merged adapter arm's forward is then exactly a full-block arm's forward
+            return self._run(self.surgery.block_idx, entry, ctx, layers=self._plain, cache=cache)
         if t == 1:  # identity route, adapter off: the base's own layers, bit for bit
             with adapters_disabled(self.lora_layers()):
                 return super()._block_pass(t, entry, ctx, cache)
@@ -388,6 +396,24 @@ def merged_block_copy(model: AdapterRecurrentLM) -> nn.ModuleList:
     if lora_layers(copies):
         raise AssertionError("merged copy still holds LoRA layers")
     return copies
+
+
+def base_layer_view(module: nn.Module) -> nn.Module:
+    """``module`` as its base computes it: a shallow copy of the module tree in which every PEFT LoRA wrapper is
+    replaced by the Linear it wraps. No tensor is copied (parameters and buffers are shared), so the view costs
+    no memory and always computes with the live weights; the original tree is untouched."""
+    from peft.tuners.lora import LoraLayer
+
+    view = copy.copy(module)
+    view._parameters = dict(module._parameters)
+    view._buffers = dict(module._buffers)
+    view._modules = {
+        name: None
+        if child is None
+        else (child.get_base_layer() if isinstance(child, LoraLayer) else base_layer_view(child))
+        for name, child in module._modules.items()
+    }
+    return view
 
 
 # The stated rule for evaluating on the merged copy: it must take at most this share of the memory free on

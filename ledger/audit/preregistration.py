@@ -79,56 +79,16 @@ def registration_of(store: Store, protocol: Protocol) -> str:
     )
 
 
-def exploratory_protocols(store: Store) -> list[RegisteredProtocol]:
-    """Every registered exploratory (tuning) protocol."""
-    return [
-        protocol
-        for protocol in store.protocols(release=False)
-        if (protocol.document() or {}).get("purpose") == "exploratory"
-    ]
+def _refuse_peeking(store: Store, protocol: Protocol, manifests: dict) -> None:
+    """``ledger.audit.peeking``'s rules, before anything of a registration is written."""
+    from ledger.audit.peeking import refuse_exploratory_peek, refuse_read_evaluation  # it builds on this module
 
-
-@dataclass(frozen=True)
-class PeekedRow:
-    """A row (by content) that a tuning protocol's run already has evidence on."""
-
-    protocol_name: str
-    row_id: str
-    row_sha256: str
-
-
-def peeked_rows(store: Store, row_sha256s: set[str]) -> list[PeekedRow]:
-    """Evidence rows of exploratory runs whose row content is one of ``row_sha256s``."""
-    tuning = {protocol.sha256: protocol.name for protocol in exploratory_protocols(store)}
-    if not tuning or not row_sha256s:
-        return []
-    return [
-        PeekedRow(tuning[seen.protocol_sha256], seen.row_id, seen.row_sha256)
-        for seen in store.seen_rows(tuning)
-        if seen.protocol_sha256 is not None and seen.row_sha256 in row_sha256s
-    ]
-
-
-def _refuse_peeked_evaluation(store: Store, protocol: Protocol, manifests: dict) -> None:
-    """A confirmatory protocol's evaluation rows may not have been seen by any tuning run."""
-    if protocol.purpose != "confirmatory":
-        return
-    for spec in protocol.manifests:
-        if spec.role != "eval":
-            continue
-        seen = peeked_rows(store, {row.sha256 for row in manifests[spec.id].rows})
-        if seen:
-            first = seen[0]
-            raise RegistrationRefused(
-                f"evaluation manifest {spec.id!r} of {protocol.name!r} is not fresh: exploratory protocol "
-                f"{first.protocol_name!r} already has evidence on {len(seen)} of its rows (e.g. {first.row_id}); "
-                "tuning may only use development rows, so choose a new seed or split for the frozen evaluation"
-            )
+    refuse_read_evaluation(store, protocol, manifests)
+    refuse_exploratory_peek(store, protocol, manifests)
 
 
 def _write(store: Store, path: Path, protocol: Protocol, built: dict | None = None) -> Registration:
     manifests = built if built is not None else build_manifests(protocol)
-    _refuse_peeked_evaluation(store, protocol, manifests)
     claim_files = claim_files_of(path, protocol)
     sha = store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
     manifest_shas = {name: store.add_manifest(manifest, protocol_sha256=sha) for name, manifest in manifests.items()}
@@ -162,6 +122,12 @@ def register(
     as the caller already built them (``build_manifests``), so that they are not built twice."""
     path = Path(path)
     protocol = (checked or check_protocol_file(path)).protocol  # complete validation before anything is written
+    # one registration at a time: a second process registering the same file waits, then finds it registered
+    with store.exclusive("registration"):
+        return _register_once(store, path, protocol, manifests)
+
+
+def _register_once(store: Store, path: Path, protocol: Protocol, manifests: dict | None) -> Registration:
     versions = registered_versions(store, protocol.name)
     if any(version.sha256 == protocol.sha256 for version in versions):
         manifests = {manifest.name: manifest.sha256 for manifest in store.manifests_of([protocol.sha256])}
@@ -172,6 +138,8 @@ def register(
             f"protocol {protocol.name!r} is already registered as {versions[-1].sha256[:12]} and this file differs: "
             "a change to a registered protocol is a deviation (`ledger deviate`)"
         )
+    manifests = manifests if manifests is not None else build_manifests(protocol)
+    _refuse_peeking(store, protocol, manifests)
     return _write(store, path, protocol, manifests)
 
 
@@ -206,14 +174,29 @@ def deviate(
         raise ValueError(f"timing must be one of {', '.join(TIMINGS)}, got {timing!r}")
     path = Path(path)
     protocol = (checked or check_protocol_file(path)).protocol
+    with store.exclusive("registration"):
+        return _deviate_once(store, path, protocol, reason=reason, timing=timing)
+
+
+def _deviate_once(
+    store: Store, path: Path, protocol: Protocol, *, reason: str, timing: str
+) -> tuple[str, str, list[tuple[str, Any, Any]]]:
     versions = registered_versions(store, protocol.name)
     if not versions:
         raise RegistrationRefused(f"protocol {protocol.name!r} was never registered: nothing to deviate from")
     previous = versions[-1]
     if previous.sha256 == protocol.sha256 or any(v.sha256 == protocol.sha256 for v in versions):
         raise RegistrationRefused(f"protocol {protocol.name!r} is unchanged from a registered version: no deviation")
+    if timing == "before_data":
+        recorded = store.evidence_count_of([version.sha256 for version in versions])
+        if recorded:
+            raise RegistrationRefused(
+                f"protocol {protocol.name!r} already has {recorded} readings recorded by its runs: a deviation "
+                "now is not before the data; record it as --timing after_data (or after_analysis)"
+            )
     changes = diff_items(json.loads(previous.canonical_json), json.loads(protocol.canonical()))
-    build_manifests(protocol)  # refuse a contaminated or unbuildable revision before writing anything
+    manifests = build_manifests(protocol)  # refuse a contaminated or unbuildable revision before writing anything
+    _refuse_peeking(store, protocol, manifests)
     # The deviations point at the new version, so its canonical document goes in first;
     # its manifests, claims and registration entry follow the deviations.
     store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
@@ -227,7 +210,7 @@ def deviate(
             timing=timing,
             new_protocol_sha256=protocol.sha256,
         )
-    _write(store, path, protocol)
+    _write(store, path, protocol, manifests)
     return previous.sha256, protocol.sha256, changes
 
 

@@ -37,7 +37,7 @@ def sweeps_html(store, shas: tuple[str, ...]) -> str:
                 for loop in loops:
                     if task == "text":
                         losses = store.measured_losses(
-                            manifest.sha256, arm=arm, checkpoint_sha256=checkpoint, loop=loop
+                            manifest.sha256, arm=arm, checkpoint_sha256=checkpoint, loop=loop, protocol_sha256s=shas
                         )
                         loss = nats_per_token(losses)
                         cells.append(f"{loss:.4f}" if loss is not None else "")

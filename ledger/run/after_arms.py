@@ -62,7 +62,9 @@ def summarise(runner: Any, outcome: Any, run_id: str, manifest_id: str, checkpoi
         from ledger.judge.language_claims import nats_per_token
 
         loss = nats_per_token(
-            runner.store.measured_losses(sha, arm=outcome.arm, checkpoint_sha256=checkpoint, loop=loop)
+            runner.store.measured_losses(
+                sha, arm=outcome.arm, checkpoint_sha256=checkpoint, loop=loop, protocol_sha256s=[runner.sha]
+            )
         )
         if loss is not None:
             outcome.losses[f"{manifest_id}@{loop}"] = loss

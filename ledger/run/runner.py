@@ -176,6 +176,10 @@ class Runner(StageTraining):
         self._read_inputs()
         register(self.store, self.protocol_path, self.checked, self.manifests)
         self.sha = registration_of(self.store, self.protocol)
+        # a tuning run reads no frozen evaluation problem, even of a protocol registered after this one
+        from ledger.audit.peeking import refuse_exploratory_peek
+
+        refuse_exploratory_peek(self.store, self.protocol, self.manifests)
         log.info("protocol %s registered as %s", self.protocol.name, self.sha)
         outcomes = [self._run_arm_with_ranks(self.protocol.arm(arm_id)) for arm_id in self.arm_ids]
         self.world.tell(("finished",))  # the other ranks are done: what follows only reads and records

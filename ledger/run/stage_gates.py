@@ -32,7 +32,10 @@ class StageGates(RunRecords):
 
         def base_correct() -> dict[str, bool]:
             reference = self._base_reference(arm.base, gate.manifest)
-            base_rows = self.store.readings(self.manifest_sha[gate.manifest], arm=reference, loop=1)
+            # the base's readings by this protocol's runs only: another protocol's base on the same rows is not ours
+            base_rows = self.store.readings(
+                self.manifest_sha[gate.manifest], protocol_sha256s=[self.sha], arm=reference, loop=1
+            )
             return {r.row_id: bool(r.correct) for r in base_rows}
 
         verdict = GATE_KINDS.implementation(gate.kind)(gate, GateInputs(rows, readings, base_correct))

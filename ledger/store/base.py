@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -11,6 +12,11 @@ from sqlalchemy import Select, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from ledger.store.engine import WRITE_OPTION, StoreError
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: SQLite registrations there are not serialised across processes
+    fcntl = None  # type: ignore[assignment]
 from ledger.store.models import ALL_TABLES, table
 
 R = TypeVar("R")
@@ -49,6 +55,34 @@ class StoreBase:
                 if self.dialect == "postgresql":
                     conn.execute(text("LOCK TABLE chain_entries IN EXCLUSIVE MODE"))
                 yield conn
+
+    @contextmanager
+    def exclusive(self, purpose: str) -> Iterator[None]:
+        """Hold a ledger-wide lock across several write transactions (a registration is many appends, and
+        two processes registering at once must produce one): an ``flock`` on the SQLite file (independent
+        of SQLite's own byte-range locks, so its transactions go on underneath), a session advisory lock on
+        PostgreSQL. Other writers are not blocked; only others taking the same lock wait."""
+        if self.dialect == "postgresql":
+            key = int.from_bytes(hashlib.sha256(purpose.encode()).digest()[:7], "big")
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
+                conn.commit()
+                try:
+                    yield
+                finally:
+                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
+                    conn.commit()
+            return
+        database = self.engine.url.database
+        if self.dialect != "sqlite" or not database or database == ":memory:" or fcntl is None:
+            yield  # an in-memory database has one process
+            return
+        with open(database, "rb") as held:
+            fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(held.fileno(), fcntl.LOCK_UN)
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:

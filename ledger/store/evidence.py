@@ -1,8 +1,14 @@
 """Evidence read back from the store, in the shape claims need (``EvidenceSource``).
 
-Scoped to one registered protocol (or imported release): manifest names are resolved
-among that protocol's manifests, so two protocols may both call a manifest ``eval``.
-A claim without a loop reads each row's final reading (``ledger.store.final_reading``).
+The rule every read here follows: **a claim reads only evidence recorded by runs of the protocol
+versions that registered it** (``protocol_sha256s``; an imported release is its own version), **of the
+arm it names, by that arm's final checkpoint** on the manifest: the most recently recorded checkpoint
+of the arm that those runs read the manifest with (the training curve of design M reads each of its
+points, chosen the same way). Another protocol's runs, an exploratory run and a second confirmatory
+protocol in the same ledger never change a claim, even where they share its arm names, its manifest's
+bytes or (trained identically) its checkpoint's bytes: every read below filters by the runs' protocol.
+Manifest names are resolved among those versions' manifests, so two protocols may both call a manifest
+``eval``. A claim without a loop reads each row's final reading (``ledger.store.final_reading``).
 """
 
 from __future__ import annotations
@@ -51,7 +57,13 @@ class StoreEvidence:
             self._records[key] = (
                 []
                 if latest is None
-                else self.store.readings(latest[0], arm=arm, checkpoint_sha256=latest[1], in_manifest_order=True)
+                else self.store.readings(
+                    latest[0],
+                    protocol_sha256s=self.protocol_sha256s,
+                    arm=arm,
+                    checkpoint_sha256=latest[1],
+                    in_manifest_order=True,
+                )
             )
         return list(self._records[key])
 
@@ -69,7 +81,9 @@ class StoreEvidence:
             return None
         sha, checkpoint = latest
         if loop is None:
-            readings = self.store.final_readings(sha, arm=arm, checkpoint_sha256=checkpoint)
+            readings = self.store.final_readings(
+                sha, protocol_sha256s=self.protocol_sha256s, arm=arm, checkpoint_sha256=checkpoint
+            )
         else:
             readings = [r for r in self.records(arm, manifest) if r.loop == loop and r.correct is not None]
         found = {reading.row_id: (int(reading.depth), bool(reading.correct)) for reading in readings}
@@ -101,7 +115,10 @@ class StoreEvidence:
         checkpoint = checkpoint or self.store.latest_checkpoint_on(arm, sha, self.protocol_sha256s)
         if checkpoint is None:
             return None
-        return self.store.measured_losses(sha, arm=arm, checkpoint_sha256=checkpoint, loop=loop) or None
+        found = self.store.measured_losses(
+            sha, arm=arm, checkpoint_sha256=checkpoint, loop=loop, protocol_sha256s=self.protocol_sha256s
+        )
+        return found or None
 
     def curve(self, arm: str, manifest: str) -> list[tuple[str, float]]:
         """(checkpoint, training FLOPs of its lineage) of every checkpoint of the arm that read the manifest,
@@ -119,7 +136,9 @@ class StoreEvidence:
         sha = self.manifest_sha256(manifest)
         if sha is None:
             return None
-        readings = self.store.readings(sha, arm=arm, checkpoint_sha256=checkpoint, loop=loop)
+        readings = self.store.readings(
+            sha, protocol_sha256s=self.protocol_sha256s, arm=arm, checkpoint_sha256=checkpoint, loop=loop
+        )
         found = {r.row_id: (int(r.depth), bool(r.correct)) for r in readings if r.correct is not None}
         return found or None
 

@@ -51,7 +51,9 @@ class StoreRules(StoreBase):
         failed gate whose action is ``stop`` (a retention floor or guardrail), refuses the
         continuation, naming the ancestor and the gate. An ``exploratory`` ancestor refuses
         anything but an exploratory child: tuning runs may build on each other, but no
-        promoted result descends from them.
+        promoted result descends from them. A ``failed`` child (a stage whose stop gate failed)
+        continues nothing, so an exploratory lineage records it too: a tuning run's hard stop is
+        kept, not lost.
         """
         seen: set[str] = set()
         current: str | None = parent_sha256
@@ -76,7 +78,7 @@ class StoreRules(StoreBase):
                 raise LineageRefused(f"refusing to continue: {who} failed gate {names}")
             if node["status"] == "failed":
                 raise LineageRefused(f"refusing to continue: {who} has status 'failed'")
-            if node["status"] == "exploratory" and child_status != "exploratory":
+            if node["status"] == "exploratory" and child_status not in ("exploratory", "failed"):
                 raise LineageRefused(
                     f"refusing to continue: {who} is exploratory; only exploratory work may build on it"
                 )

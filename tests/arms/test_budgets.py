@@ -234,6 +234,15 @@ def test_merged_copy_matches_unmerged_adapter_at_every_loop(reentry):
     copy = merged_block_copy(arlm)
     assert not lora_layers(copy) and not any(p.requires_grad for p in copy.parameters())
     assert not {id(p) for p in copy.parameters()} & {id(p) for p in model.parameters()}
+    # loop 1 of the merged mode runs a view of the live block without PEFT wrappers: the base's own tensors,
+    # nothing copied, the live block still wrapped
+    view = arlm._plain
+    assert not lora_layers(view) and len(lora_layers(arlm.surgery.block)) == len(arlm.lora_layers()) > 0
+    view_tensors = {id(p) for p in view.parameters()}
+    assert view_tensors <= {id(p) for p in model.parameters()}
+    assert view_tensors == {
+        id(p) for layer in arlm.surgery.block for n, p in layer.named_parameters() if "lora_" not in n
+    }
     # a stale snapshot refuses to run
     with torch.no_grad():
         arlm.lora_parameters()[0].mul_(2.0)

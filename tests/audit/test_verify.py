@@ -303,6 +303,21 @@ def test_deviation_is_recorded_and_flags_dependent_claims(project, capsys):
         assert deviation["item"] == "arms.A.surgery.split" and deviation["timing"] == "after_data"
 
 
+def test_a_deviation_before_data_is_refused_once_the_protocol_has_data(project, capsys):
+    tmp_path, db, _ = project
+    with open_store(db) as store:
+        head = store.head()
+    (tmp_path / "protocol.yaml").write_text(PROTOCOL.replace("split: [1, 3]", "split: [1, 2]"), encoding="utf-8")
+    capsys.readouterr()
+    assert run("deviate", "protocol.yaml", "--db", db, "--reason", "r", "--timing", "before_data") == 3
+    err = capsys.readouterr().err
+    assert "already has" in err and "readings" in err and "--timing after_data" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    with open_store(db) as store:
+        assert store.head() == head  # nothing written
+    assert run("deviate", "protocol.yaml", "--db", db, "--reason", "r", "--timing", "after_data") == 0
+
+
 def test_head_and_since_head(project, capsys):
     _tmp_path, db, _ = project
     capsys.readouterr()

@@ -80,6 +80,24 @@ def test_exploratory_ancestor_refused_for_promoted_work(store):
         store.check_continuation(sha("c"))
 
 
+def test_a_failed_stage_of_an_exploratory_lineage_is_recorded_as_failed(store):
+    """A tuning run's hard stop is kept: its failed checkpoint is recorded, and nothing continues from it."""
+    store.add_checkpoint(sha256=sha("a"), arm="A", status="exploratory")
+    store.add_checkpoint(
+        sha256=sha("b"),
+        arm="A",
+        status="failed",
+        parent_sha256=sha("a"),
+        gate_results=[{"gate": "tier1", "passed": False, "action": "stop"}],
+    )
+    assert store.get_checkpoint(sha("b"))["status"] == "failed"
+    for status in ("exploratory", "failed", "promoted"):
+        with pytest.raises(LineageRefused, match="failed gate tier1"):
+            store.add_checkpoint(sha256=sha("c"), arm="A", status=status, parent_sha256=sha("b"))
+    with pytest.raises(LineageRefused, match="exploratory"):  # still: nothing promoted from tuning
+        store.add_checkpoint(sha256=sha("d"), arm="A", status="promoted", parent_sha256=sha("a"))
+
+
 def test_unknown_parent_refused(store):
     with pytest.raises(LineageRefused, match=r"ancestor 9999.* is not in the ledger"):
         store.add_checkpoint(sha256=sha("c"), arm="A", status="promoted", parent_sha256=sha("9"))

@@ -15,7 +15,7 @@ from ledger.store.reads.protocols import (
     RegisteredProtocol,
     RegistrationEntry,
 )
-from ledger.store.reads.readings import EvidenceContent, EvidenceReading, EvidenceReads, ExternalCounts, SeenRow
+from ledger.store.reads.readings import EvidenceContent, EvidenceReading, EvidenceReads, ExternalCounts, RowRead
 
 __all__ = [
     "RELEASE_VERSION",
@@ -35,6 +35,6 @@ __all__ = [
     "RegisteredManifest",
     "RegisteredProtocol",
     "RegistrationEntry",
-    "SeenRow",
+    "RowRead",
     "StoredRow",
 ]

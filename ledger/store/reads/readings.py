@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Integer, Select, cast, select
+from sqlalchemy import Integer, Select, cast, func, select
 
 from ledger.store.base import StoreBase
 from ledger.store.final_reading import choose_final, final_candidate_sql
@@ -37,11 +37,11 @@ class EvidenceReading:
 
 
 @dataclass(frozen=True)
-class SeenRow:
-    """A row some run of a protocol has evidence on, by content hash."""
+class RowRead:
+    """A row that some run of a protocol version has evidence on."""
 
     protocol_sha256: str | None
-    row_sha256: str
+    manifest_sha256: str
     row_id: str
 
 
@@ -146,6 +146,18 @@ class EvidenceReads(StoreBase):
         with self._read() as conn:
             return conn.execute(stmt.limit(1)).first() is not None
 
+    def evidence_count_of(self, protocol_sha256s: Iterable[str]) -> int:
+        """How many readings runs of these protocol versions have recorded."""
+        e, u = table("evidence"), table("runs")
+        stmt = (
+            select(func.count())
+            .select_from(e)
+            .join(u, u.c.run_id == e.c.run_id)
+            .where(u.c.protocol_sha256.in_(list(protocol_sha256s)))
+        )
+        with self._read() as conn:
+            return int(conn.execute(stmt).scalar_one())
+
     @staticmethod
     def _read_by(e: Any, arm: str, manifest_sha256: str, protocol_sha256s: Iterable[str] | None) -> list:
         """Evidence of the arm on the manifest, written by runs of these protocol versions (any, if None):
@@ -188,13 +200,19 @@ class EvidenceReads(StoreBase):
             return [sha for sha, _ in conn.execute(stmt)]
 
     def measured_losses(
-        self, manifest_sha256: str, *, arm: str, checkpoint_sha256: str, loop: int
+        self,
+        manifest_sha256: str,
+        *,
+        arm: str,
+        checkpoint_sha256: str,
+        loop: int,
+        protocol_sha256s: Iterable[str] | None = None,
     ) -> dict[str, tuple[float, int]]:
-        """row id -> (nats, tokens) of a text manifest read by one checkpoint at one test recurrence."""
+        """row id -> (nats, tokens) of a text manifest read by one checkpoint at one test recurrence (by runs
+        of these protocol versions, if given)."""
         e = table("evidence")
         stmt = select(e.c.row_id, e.c.detail_json).where(
-            e.c.manifest_sha256 == manifest_sha256,
-            e.c.arm == arm,
+            *self._read_by(e, arm, manifest_sha256, protocol_sha256s),
             e.c.checkpoint_sha256 == checkpoint_sha256,
             e.c.loop == loop,
         )
@@ -206,18 +224,16 @@ class EvidenceReads(StoreBase):
                     found[row_id] = (float(measured["nats"]), int(measured["tokens"]))
         return found
 
-    def seen_rows(self, protocol_sha256s: Iterable[str]) -> list[SeenRow]:
-        """Every row (by content) that a run of these protocols has evidence on."""
-        e, u, r = table("evidence"), table("runs"), table("rows")
+    def rows_read(self) -> list[RowRead]:
+        """Every (protocol version, manifest, row) some run has evidence on, imported releases included."""
+        e, u = table("evidence"), table("runs")
         stmt = (
-            select(u.c.protocol_sha256, r.c.sha256.label("row_sha256"), r.c.row_id)
+            select(u.c.protocol_sha256, e.c.manifest_sha256, e.c.row_id)
             .select_from(e)
             .join(u, u.c.run_id == e.c.run_id)
-            .join(r, (r.c.manifest_sha256 == e.c.manifest_sha256) & (r.c.row_id == e.c.row_id))
-            .where(u.c.protocol_sha256.in_(list(protocol_sha256s)))
             .distinct()
         )
-        return self._records(stmt, SeenRow)
+        return self._records(stmt, RowRead)
 
     def evidence_contents(self, protocol_sha256: str) -> list[EvidenceContent]:
         """A protocol's readings without latency, in a fixed order (what reruns must reproduce).

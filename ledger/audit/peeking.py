@@ -1,0 +1,150 @@
+"""Tuning without peeking: no confirmatory evaluation problem may have been read before it counts.
+
+Problems, not bytes: two rows pose the same problem when they share a contamination key
+(``ledger.rows.contamination``: a rule-chasing row's table and start, whatever its surface, id or
+depth, since the answer at every depth follows from them; the prompt text otherwise). So the same
+tables and starts rendered in another surface, or re-generated into a manifest of other bytes, are
+the same problems.
+
+The rules, checked at every registration and at the start of every run:
+
+1. **A confirmatory protocol registers only fresh evaluation rows**: no run of any other protocol
+   (whatever its ``purpose`` says; an imported release included) and no run of an exploratory
+   version of the same protocol has evidence on one of their problems. Earlier confirmatory versions
+   of the same protocol are its own history (their deviations are recorded and shown with it).
+2. **An exploratory protocol reads no registered confirmatory protocol's evaluation problem**: refused
+   at its registration, and again when it runs (a confirmatory protocol may have registered in between).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ledger.audit.preregistration import RegistrationRefused
+from ledger.canonical import canonical_json, sha256_hex
+from ledger.rows.contamination import contamination_key
+from ledger.rows.manifest import Manifest, Row
+from ledger.spec.protocol import Protocol
+from ledger.store import Store
+from ledger.store.reads import RegisteredProtocol
+
+
+class PeekingRefused(RegistrationRefused):
+    """A registration or an exploratory run would let a result see a frozen evaluation problem."""
+
+
+def problem_key(row: Row) -> str:
+    """The content key of the problem a row poses (its contamination key, hashed)."""
+    return sha256_hex(canonical_json(list(contamination_key(row))))
+
+
+@dataclass(frozen=True)
+class ReadProblem:
+    """A problem some run has evidence on: which protocol read it, and as which row."""
+
+    protocol_name: str
+    purpose: str
+    row_id: str
+
+
+def _purpose(protocol: RegisteredProtocol) -> str:
+    if protocol.is_release:
+        return "release"
+    return str((protocol.document() or {}).get("purpose", "confirmatory"))
+
+
+class _ManifestKeys:
+    """Problem keys of stored manifests' rows, each manifest parsed once."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._keys: dict[str, dict[str, str]] = {}
+
+    def of(self, manifest_sha256: str) -> dict[str, str]:
+        """row id -> problem key."""
+        if manifest_sha256 not in self._keys:
+            self._keys[manifest_sha256] = {
+                row.row_id: problem_key(Row.model_validate_json(row.canonical_json))
+                for row in self.store.manifest_rows(manifest_sha256)
+            }
+        return self._keys[manifest_sha256]
+
+
+def problems_read(store: Store, *, skip: Iterable[str] = ()) -> dict[str, ReadProblem]:
+    """problem key -> the first run reading of it, over every protocol version not in ``skip``."""
+    protocols = {p.sha256: p for p in store.protocols()}
+    skipped = set(skip)
+    keys = _ManifestKeys(store)
+    found: dict[str, ReadProblem] = {}
+    for read in store.rows_read():
+        if read.protocol_sha256 is None or read.protocol_sha256 in skipped:
+            continue
+        protocol = protocols.get(read.protocol_sha256)
+        if protocol is None:
+            continue
+        key = keys.of(read.manifest_sha256).get(read.row_id)
+        if key is not None and key not in found:
+            found[key] = ReadProblem(protocol.name, _purpose(protocol), read.row_id)
+    return found
+
+
+def _own_history(store: Store, protocol: Protocol) -> set[str]:
+    """This confirmatory protocol and its earlier confirmatory versions: their runs are its own record."""
+    versions = store.protocols(name=protocol.name, release=False)
+    return {version.sha256 for version in versions if _purpose(version) == "confirmatory"} | {protocol.sha256}
+
+
+def refuse_read_evaluation(store: Store, protocol: Protocol, manifests: Mapping[str, Manifest]) -> None:
+    """Rule 1: a confirmatory protocol's evaluation rows pose no problem another run has read."""
+    if protocol.purpose != "confirmatory":
+        return
+    evaluation = [spec.id for spec in protocol.manifests if spec.role == "eval"]
+    if not evaluation:
+        return
+    read = problems_read(store, skip=_own_history(store, protocol))
+    for manifest_id in evaluation:
+        hits = [(row, read[key]) for row in manifests[manifest_id].rows if (key := problem_key(row)) in read]
+        if hits:
+            row, first = hits[0]
+            raise PeekingRefused(
+                f"evaluation manifest {manifest_id!r} of {protocol.name!r} is not fresh: {len(hits)} of its rows pose "
+                f"problems that {first.purpose} protocol {first.protocol_name!r} already read (e.g. {row.row_id} "
+                f"as {first.row_id}: same table and start, or same prompt); choose a new seed or split for the "
+                "frozen evaluation"
+            )
+
+
+def confirmatory_evaluation_problems(store: Store) -> dict[str, str]:
+    """problem key -> 'protocol/manifest' of every registered confirmatory protocol's evaluation rows."""
+    keys = _ManifestKeys(store)
+    found: dict[str, str] = {}
+    for protocol in store.protocols(release=False):
+        document = protocol.document() or {}
+        if document.get("purpose", "confirmatory") != "confirmatory":
+            continue
+        for spec in document.get("manifests") or []:
+            if spec.get("role") != "eval":
+                continue
+            for manifest in store.manifests_of([protocol.sha256], name=spec.get("id")):
+                for key in keys.of(manifest.sha256).values():
+                    found.setdefault(key, f"{protocol.name}/{spec.get('id')}")
+    return found
+
+
+def refuse_exploratory_peek(store: Store, protocol: Protocol, manifests: Mapping[str, Manifest]) -> None:
+    """Rule 2: an exploratory protocol's rows pose no problem of a registered confirmatory evaluation."""
+    if protocol.purpose != "exploratory":
+        return
+    frozen = confirmatory_evaluation_problems(store)
+    if not frozen:
+        return
+    for manifest_id, manifest in manifests.items():
+        hits = [(row, frozen[key]) for row in manifest.rows if (key := problem_key(row)) in frozen]
+        if hits:
+            row, where = hits[0]
+            raise PeekingRefused(
+                f"exploratory protocol {protocol.name!r} would read frozen evaluation problems: {len(hits)} rows of "
+                f"its manifest {manifest_id!r} (e.g. {row.row_id}) pose problems of {where}, registered as "
+                "confirmatory; tune on development rows (another seed or split)"
+            )
