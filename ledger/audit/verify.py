@@ -90,6 +90,7 @@ class VerifyReport:
     chain_problems: list[str]
     head: tuple[str, int]
     since_head: str | None = None
+    history: str = ""  # what was proved about the log's past: a head it extends, or internal consistency only
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -108,6 +109,7 @@ class VerifyReport:
             "head": {"root": self.head[0], "size": self.head[1]},
             "chain_problems": self.chain_problems,
             "since_head": self.since_head,
+            "history": self.history,
             "errors": self.errors,
             "claims": [verdict.to_dict() for verdict in self.verdicts],
         }
@@ -166,9 +168,19 @@ def verify(
     folders to look for checkpoint files in before the ledger's own artifact root."""
     chain = store.verify_chain()
     report = VerifyReport([], [str(problem) for problem in chain.messages] if not chain.ok else [], store.head())
+    report.history = (
+        "checked for internal consistency only: without a trusted head (`ledger head --sign`, then "
+        "`verify --trusted-head FILE --key PUB`, or --since-head ROOT:SIZE) a rewritten, truncated or "
+        "reordered history that re-hashes consistently is not detected"
+    )
     if since_head is not None:
         consistency = store.verify_since_head(*since_head)
         report.since_head = consistency.message
+        report.history = (
+            f"extends the head {since_head[0][:12]}...:{since_head[1]}"
+            if consistency.ok
+            else f"does NOT extend the head {since_head[0][:12]}...:{since_head[1]}"
+        )
         if not consistency.ok:
             report.chain_problems.append(
                 f"log is not an extension of head {since_head[0][:12]}:{since_head[1]}: {consistency.message}"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
 from rich.table import Table
+from rich.text import Text
 
 from ledger.cli.common import EXIT_OK, EXIT_REFUSED, CommandError, _store, err, out
 
@@ -69,6 +71,24 @@ def cmd_import(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _trusted_head(args: argparse.Namespace) -> tuple[str, int]:
+    """(root hex, size) of a signed head whose signature verifies with the given public key."""
+    from ledger.audit.signed_head import SignedHeadError, open_signed_checkpoint
+    from ledger.cli.transparency_commands import load_verifier_key
+
+    if not (args.trusted_head and args.key):
+        raise CommandError("--trusted-head FILE needs --key PUB (the public key that signed it), and --key a head")
+    key = load_verifier_key(args.key)
+    try:
+        note = Path(args.trusted_head).read_text(encoding="utf-8")
+        checkpoint = open_signed_checkpoint(note, key)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandError(f"{args.trusted_head}: cannot read the signed head: {exc}") from None
+    except SignedHeadError as exc:
+        raise CommandError(f"{args.trusted_head}: {exc}", 4) from None
+    return checkpoint.root_hex, checkpoint.size
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from ledger.audit.recording import import_external, record_outcomes
     from ledger.audit.release import ReleaseError
@@ -77,9 +97,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     since = None
     if args.since_head:
         root, _, size = args.since_head.rpartition(":")
-        if not root or not size.isdigit():
+        if not re.fullmatch(r"[0-9a-fA-F]{64}", root) or not size.isdigit():
             raise CommandError(f"--since-head wants ROOT:SIZE as printed by `ledger head`, got {args.since_head!r}")
         since = (root, int(size))
+    if args.trusted_head or args.key:
+        if args.since_head:
+            raise CommandError("give either --since-head or --trusted-head, not both")
+        since = _trusted_head(args)
     paths = args.paths or ["claims"]
     # Only an explicit --import may create a ledger (as `ledger import` does); verify alone reads.
     with _store(args, create=args.import_releases) as store:
@@ -122,26 +146,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
     out.print(table)
     if report.since_head:
         out.print(f"since head: {report.since_head}", markup=False)
+    out.print(f"history: {report.history}", markup=False)
     out.print(f"ledger head {report.head[0]}:{report.head[1]}")
     out.print("[green]verified[/green]" if report.exit_code == 0 else f"[red]exit {report.exit_code}[/red]")
     return report.exit_code
 
 
-def cmd_head(args: argparse.Namespace) -> int:
-    with _store(args, create=False) as store:
-        root, size = store.head()
-    out.print(f"{root}:{size}")
-    return EXIT_OK
-
-
 def cmd_query(args: argparse.Namespace) -> int:
-    from ledger.store import ReadOnlyViolation
+    from ledger.store import QueryTimeout, ReadOnlyViolation
 
     with _store(args, create=False) as store:
         try:
-            result = store.query(args.sql)
+            result = store.query(args.sql, timeout_s=args.timeout)
         except ReadOnlyViolation as exc:
             raise CommandError(f"refused: {exc}", EXIT_REFUSED) from None
+        except QueryTimeout as exc:
+            raise CommandError(str(exc)) from None
         except Exception as exc:  # SQL errors are the user's input
             raise CommandError(f"query failed: {str(exc).splitlines()[0]}") from None
     frame = result.to_dataframe()
@@ -152,9 +172,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     else:
         table = Table()
         for column in frame.columns:
-            table.add_column(str(column))
-        for row in frame.itertuples(index=False):
-            table.add_row(*("" if value is None else str(value) for value in row))
+            table.add_column(Text(str(column)))
+        for row in frame.itertuples(index=False):  # cells as plain text: data is never rich markup
+            table.add_row(*(Text("" if value is None else str(value)) for value in row))
         out.print(table)
     return EXIT_OK
 

@@ -20,7 +20,6 @@ from ledger.cli.common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, CommandErro
 from ledger.cli.ledger_commands import (
     cmd_db_upgrade,
     cmd_deviate,
-    cmd_head,
     cmd_import,
     cmd_query,
     cmd_register,
@@ -36,6 +35,7 @@ from ledger.cli.protocol_commands import (
     cmd_run,
     cmd_schema,
 )
+from ledger.cli.transparency_commands import add_parsers as add_transparency_parsers
 
 __all__ = [
     "EXIT_BAD_INPUT",
@@ -168,6 +168,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
     verify.add_argument("--since-head", metavar="ROOT:SIZE", help="also prove the log only grew since this head")
+    verify.add_argument(
+        "--trusted-head",
+        metavar="FILE",
+        help="a signed head (from `ledger head --sign`): check its signature with --key, then prove the log "
+        "extends it. Without a trusted or written-down head, history is checked for internal consistency only",
+    )
+    verify.add_argument("--key", metavar="PUB", help="public key file that signed --trusted-head")
     verify.add_argument("--root", help="folder holding release files (overrides a release mapping's root)")
     verify.add_argument(
         "--artifacts",
@@ -190,15 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.set_defaults(handler=cmd_verify)
 
-    head = with_db(
-        commands.add_parser(
-            "head",
-            help="print the ledger's Merkle root and size (ROOT:SIZE)",
-            description="Print the RFC 6962 Merkle root over every chain entry and the number of entries. Write it "
-            "down; `ledger verify --since-head ROOT:SIZE` later proves the log only grew.",
-        )
-    )
-    head.set_defaults(handler=cmd_head)
+    add_transparency_parsers(commands, with_db)  # key, head, prove, verify-proof
 
     query = with_db(
         commands.add_parser(
@@ -211,6 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     query.add_argument("sql", help="the SQL statement")
     query.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    query.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="stop a statement that runs longer (default 30; exit 2)",
+    )
     query.set_defaults(handler=cmd_query)
 
     run = with_db(

@@ -198,7 +198,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CommandError(f"`ledger run` needs the model extras: pip install -e '.[models]' ({exc})") from None
     from ledger.audit.preregistration import RegistrationRefused
+    from ledger.cli.transparency_commands import SIGNING_KEY_ENV, load_signing_key
 
+    key_file = os.environ.get(SIGNING_KEY_ENV, "").strip()
+    signing_key = load_signing_key(key_file) if key_file and not args.no_judge else None  # bad key: before any write
     arms = [arm.strip() for arm in args.arms.split(",")] if args.arms else None
     try:
         runner = Runner(
@@ -225,7 +228,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CommandError(str(exc)) from None
     _print_run_summary(result)
+    if result.judged:
+        _publish_head(args, result, signing_key)
     return EXIT_REFUSED if result.hard_stopped else EXIT_OK
+
+
+def _publish_head(args: argparse.Namespace, result, signing_key) -> None:
+    """The ledger's head after the run, into the run folder (``head.txt``; signed: ``head.signed``): what the
+    researcher publishes with the claims, so that an auditor can prove a later ledger extends it."""
+    from ledger.cli.transparency_commands import signed_head_of
+
+    with _store(args, create=False) as store:
+        root, size = store.head()
+        signed = signed_head_of(store, signing_key) if signing_key is not None else None
+    (result.out_dir / "head.txt").write_text(f"{root}:{size}\n", encoding="utf-8")
+    if signed is None:
+        out.print(
+            f"ledger head {root}:{size} (in {result.out_dir / 'head.txt'}; to publish a signed head: "
+            "`ledger head --sign KEY`, or set LEDGER_SIGNING_KEY before the run)",
+            markup=False,
+        )
+        return
+    (result.out_dir / "head.signed").write_text(signed, encoding="utf-8")
+    out.print(
+        f"ledger head {root}:{size}, signed by {signing_key.name}: {result.out_dir / 'head.signed'} (publish it "
+        "with the claims and the public key)",
+        markup=False,
+    )
 
 
 def _run_children(runner, args: argparse.Namespace) -> None:

@@ -29,7 +29,14 @@ from ledger.store.engine import (
     make_engine,
     normalize_url,
 )
-from ledger.store.read_only import QueryResult, ReadOnlySQL, ReadOnlyViolation, check_read_only_sql
+from ledger.store.read_only import (
+    InvalidQuery,
+    QueryResult,
+    QueryTimeout,
+    ReadOnlySQL,
+    ReadOnlyViolation,
+    check_read_only_sql,
+)
 from ledger.store.reads import CheckpointReads, ClaimReads, EvidenceReads, ManifestReads, ProtocolReads
 from ledger.store.records import column_kind as _column_kind  # noqa: F401  (tests import it from here)
 from ledger.store.records import entry_hash, payload_leaf_hash, utc_now
@@ -43,9 +50,11 @@ __all__ = [
     "ChainReport",
     "ConflictError",
     "ConsistencyReport",
+    "InvalidQuery",
     "LineageRefused",
     "PreregistrationRequired",
     "QueryResult",
+    "QueryTimeout",
     "ReadOnlyViolation",
     "Store",
     "check_read_only_sql",

@@ -7,7 +7,9 @@ a tree of n > 1 leaves splits at k, the largest power of two smaller than n
 
 ``consistency_proof`` follows RFC 6962 section 2.1.2 (PROOF/SUBPROOF);
 ``verify_consistency`` is the independent verifier of RFC 9162 section 2.1.4.2, which
-uses only the two roots, the two sizes and the proof.
+uses only the two roots, the two sizes and the proof. ``inclusion_proof`` is RFC 6962's
+PATH(m, D[n]) (section 2.1.1) and ``verify_inclusion`` the verifier of RFC 9162 section
+2.1.3.2, which uses only the leaf hash, its index, the tree size, the proof and the root.
 
 Hashes are passed as ``bytes`` (32 bytes) or hex strings; results are ``bytes`` unless
 the function name ends in ``_hex``.
@@ -136,3 +138,48 @@ def verify_consistency(
         fn >>= 1
         sn >>= 1
     return fr == first and sr == second and sn == 0
+
+
+def inclusion_proof(leaves: Sequence[bytes | str], index: int, n: int | None = None) -> list[bytes]:
+    """RFC 6962 PATH(index, D[n]): the audit path of leaf ``index`` in the tree of the first ``n`` leaves."""
+    hashes = [_b(leaf) for leaf in leaves]
+    if n is None:
+        n = len(hashes)
+    if not 0 <= index < n <= len(hashes):
+        raise ValueError(f"need 0 <= index < n <= {len(hashes)}, got index={index}, n={n}")
+    return _path(hashes, index, 0, n)
+
+
+def _path(leaves: Sequence[bytes], m: int, lo: int, hi: int) -> list[bytes]:
+    n = hi - lo
+    if n == 1:
+        return []
+    k = split_point(n)
+    if m < k:
+        return _path(leaves, m, lo, lo + k) + [_mth(leaves, lo + k, hi)]
+    return _path(leaves, m - k, lo + k, hi) + [_mth(leaves, lo, lo + k)]
+
+
+def verify_inclusion(leaf: bytes | str, index: int, size: int, proof: Sequence[bytes | str], root: bytes | str) -> bool:
+    """True iff ``proof`` shows leaf hash ``leaf`` at ``index`` in the tree (``root``, ``size``).
+
+    RFC 9162 section 2.1.3.2; independent of the prover (uses no other leaves)."""
+    path = [_b(p) for p in proof]
+    if index < 0 or index >= size:
+        return False
+    fn, sn = index, size - 1
+    r = _b(leaf)
+    for p in path:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            r = node_hash(p, r)
+            if not fn & 1:
+                while fn and not fn & 1:
+                    fn >>= 1
+                    sn >>= 1
+        else:
+            r = node_hash(r, p)
+        fn >>= 1
+        sn >>= 1
+    return sn == 0 and r == _b(root)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -90,23 +91,50 @@ _READ_PRAGMAS_ARG = {
     "table_list",
 }
 _ALLOWED_FIRST = {"SELECT", "WITH", "EXPLAIN", "VALUES", "PRAGMA"}
-_COMMENTS = re.compile(r"(--[^\n]*(\n|$))|(/\*.*?\*/)", re.S)
+# Statements that exist and may write (or change the session): refused (exit 3). Any other first word is
+# not a statement at all, a typo such as SELEC: bad input (exit 2).
+_WRITING_FIRST = {
+    "INSERT", "UPDATE", "DELETE", "REPLACE", "UPSERT", "MERGE", "CREATE", "DROP", "ALTER", "TRUNCATE",
+    "ATTACH", "DETACH", "VACUUM", "REINDEX", "ANALYZE", "ANALYSE", "BEGIN", "COMMIT", "END", "ROLLBACK",
+    "SAVEPOINT", "RELEASE", "GRANT", "REVOKE", "COPY", "SET", "RESET", "CALL", "DO", "LOCK", "COMMENT",
+    "CLUSTER", "REFRESH", "DISCARD", "LISTEN", "NOTIFY", "PREPARE", "EXECUTE", "DEALLOCATE", "DECLARE",
+    "FETCH", "MOVE", "CLOSE", "SECURITY", "LOAD", "IMPORT", "CHECKPOINT", "ABORT", "START",
+}  # fmt: skip
+# A string literal (kept as it is), or a comment (dropped): one pass, so '--' inside a string is text.
+_STRINGS_OR_COMMENTS = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")|--[^\n]*(?:\n|$)|/\*.*?\*/", re.S)
 
 
 class ReadOnlyViolation(StoreError):
     """``Store.query`` refused a statement that could write."""
 
 
+class InvalidQuery(StoreError):
+    """``Store.query`` was given something that is not one SQL statement it can run (bad input)."""
+
+
+class QueryTimeout(StoreError):
+    """A ``Store.query`` statement ran past its time limit and was stopped."""
+
+
+def _strip_comments(sql: str) -> str:
+    return _STRINGS_OR_COMMENTS.sub(lambda m: m.group(1) if m.group(1) is not None else " ", sql)
+
+
 def check_read_only_sql(sql: str) -> str:
     """Refuse anything but one SELECT / WITH / EXPLAIN / VALUES / read-only PRAGMA statement."""
-    stripped = _COMMENTS.sub(" ", sql).strip()
+    stripped = _strip_comments(sql).strip()
     body = stripped.rstrip(";").strip()
     if not body:
-        raise ReadOnlyViolation("empty query")
+        raise InvalidQuery("empty query")
     if ";" in _strip_strings(body):
         raise ReadOnlyViolation("only one statement per query")
     first = re.match(r"[A-Za-z]+", body)
     keyword = first.group(0).upper() if first else ""
+    if keyword not in _ALLOWED_FIRST and keyword not in _WRITING_FIRST:
+        raise InvalidQuery(
+            f"not an SQL statement: {keyword or body[:20]!r} (ledger query runs one SELECT, WITH, EXPLAIN, VALUES "
+            "or read-only PRAGMA statement)"
+        )
     if keyword not in _ALLOWED_FIRST:
         raise ReadOnlyViolation(
             f"read-only query refused: statements starting with {keyword or body[:20]!r} may write; "
@@ -172,8 +200,14 @@ def _result(result: CursorResult, *, booleans_as_int: bool = False) -> QueryResu
     return QueryResult(list(result.keys()), rows)
 
 
+def _timed_out(timeout_s: float | None) -> QueryTimeout:
+    return QueryTimeout(f"query stopped after {timeout_s:g} s, its time limit (raise it with --timeout SECONDS)")
+
+
 class ReadOnlySQL(StoreBase):
-    def query(self, sql: str, params: Params = None, *, read_only: bool = True) -> QueryResult:
+    def query(
+        self, sql: str, params: Params = None, *, read_only: bool = True, timeout_s: float | None = None
+    ) -> QueryResult:
         """Run one SQL statement and return its rows.
 
         ``read_only=True`` (the default, and what ``ledger query`` uses): only SELECT /
@@ -181,7 +215,8 @@ class ReadOnlySQL(StoreBase):
         the connection runs with ``PRAGMA query_only=ON`` and an authorizer that denies
         every write, ATTACH and DDL; on PostgreSQL in a READ ONLY transaction, rolled back,
         with booleans returned as 0/1 as SQLite returns them. Named parameters (a mapping)
-        are ``:name`` on every backend.
+        are ``:name`` on every backend. ``timeout_s``: a read-only statement running longer is stopped
+        (SQLite: a progress handler; PostgreSQL: ``statement_timeout``) and raises ``QueryTimeout``.
         """
         if read_only:
             sql = check_read_only_sql(sql)
@@ -190,33 +225,44 @@ class ReadOnlySQL(StoreBase):
                 with conn.begin():
                     return _result(_execute(conn, sql, params), booleans_as_int=self.dialect != "sqlite")
             if self.dialect == "sqlite":
-                return self._sqlite_read_only(conn, sql, params)
+                return self._sqlite_read_only(conn, sql, params, timeout_s)
             trans = conn.begin()
             try:
                 if self.dialect == "postgresql":
                     conn.execute(text("SET TRANSACTION READ ONLY"))
+                    if timeout_s is not None:
+                        conn.execute(text(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}"))
                 # booleans as SQLite stores them (0/1): an auditor's query reads the same on every backend
                 return _result(_execute(conn, sql, params), booleans_as_int=True)
             except DBAPIError as exc:
-                if getattr(exc.orig, "sqlstate", None) in _PG_READ_ONLY_STATES:
+                state = getattr(exc.orig, "sqlstate", None)
+                if state in _PG_READ_ONLY_STATES:
                     message = str(exc.orig).strip().splitlines()[0]
                     raise ReadOnlyViolation(f"read-only query refused by the database: {message}") from exc
+                if state == "57014":  # query_canceled: the statement_timeout
+                    raise _timed_out(timeout_s) from exc
                 raise
             finally:
                 trans.rollback()
 
-    def _sqlite_read_only(self, conn: Connection, sql: str, params: Params) -> QueryResult:
+    def _sqlite_read_only(self, conn: Connection, sql: str, params: Params, timeout_s: float | None) -> QueryResult:
         dbapi: Any = conn.connection.dbapi_connection  # sqlite3.Connection: set_authorizer
         dbapi.execute("PRAGMA query_only = ON")
         dbapi.set_authorizer(_read_only_authorizer)
+        if timeout_s is not None:  # SQLite has no statement timeout: a handler called every 10k VM steps stops it
+            deadline = time.monotonic() + timeout_s
+            dbapi.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
         try:
             with conn.begin():
                 return _result(_execute(conn, sql, params))
         except Exception as exc:
             if "not authorized" in str(exc) or "readonly" in str(exc).lower():
                 raise ReadOnlyViolation(f"read-only query refused by the database: {exc}") from exc
+            if timeout_s is not None and "interrupted" in str(exc):
+                raise _timed_out(timeout_s) from exc
             raise
         finally:
+            dbapi.set_progress_handler(None, 0)
             dbapi.set_authorizer(None)
             dbapi.execute("PRAGMA query_only = OFF")
 

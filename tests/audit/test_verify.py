@@ -329,6 +329,49 @@ def test_head_and_since_head(project, capsys):
     capsys.readouterr()
     assert run("verify", "claims.yaml", "--db", db, "--since-head", f"{'0' * 64}:{size}") == 4
     assert run("verify", "claims.yaml", "--db", db, "--since-head", "nonsense") == 2
+    capsys.readouterr()
+    assert run("verify", "claims.yaml", "--db", db, "--since-head", f"{'z' * 64}:{size}") == 2  # not hex
+    err = capsys.readouterr().err
+    assert "--since-head wants ROOT:SIZE" in err and "Traceback" not in err
+
+
+def test_a_published_signed_head_is_verified_and_one_entry_proved_against_it(project, capsys):
+    tmp_path, db, _ = project
+    assert run("key", "generate", "example.org/lab", "--out", str(tmp_path)) == 0
+    private, public = tmp_path / "example.org_lab.key", tmp_path / "example.org_lab.pub"
+    assert private.stat().st_mode & 0o777 == 0o600
+    assert run("key", "generate", "example.org/lab", "--out", str(tmp_path)) == 2  # never overwritten
+    head_file = tmp_path / "head.signed"
+    assert run("head", "--db", db, "--sign", str(private), "--out", str(head_file)) == 0
+    capsys.readouterr()
+    # plain verify says what it did not prove; against the signed head it proves the log extends it
+    assert run("verify", "claims.yaml", "--db", db) == 0
+    assert "history: checked for internal consistency only" in capsys.readouterr().out
+    assert run("verify", "claims.yaml", "--db", db, "--trusted-head", str(head_file), "--key", str(public)) == 0
+    assert "history: extends the head" in capsys.readouterr().out
+    with open_store(db) as store:
+        store.append("note", {"later": True})  # the log grows: still an extension
+    assert run("verify", "claims.yaml", "--db", db, "--trusted-head", str(head_file), "--key", str(public)) == 0
+    # a head whose root was changed does not carry a valid signature: tampered, before anything is read
+    text = head_file.read_text(encoding="utf-8").split("\n")
+    text[2] = ("B" if text[2][0] != "B" else "C") + text[2][1:]
+    forged = tmp_path / "forged.signed"
+    forged.write_text("\n".join(text), encoding="utf-8")
+    capsys.readouterr()
+    assert run("verify", "claims.yaml", "--db", db, "--trusted-head", str(forged), "--key", str(public)) == 4
+    assert "does not verify" in capsys.readouterr().err
+    assert run("verify", "claims.yaml", "--db", db, "--trusted-head", str(head_file)) == 2  # no key
+    # one entry proved against the published head, checked with no database
+    proof = tmp_path / "proof.json"
+    assert run("prove", "3", "--db", db, "--head", str(head_file), "--out", str(proof)) == 0
+    capsys.readouterr()
+    assert run("verify-proof", str(proof), "--key", str(public)) == 0
+    assert "included: entry 3" in capsys.readouterr().out
+    document = json.loads(proof.read_text(encoding="utf-8"))
+    document["payload"] = document["payload"].replace('"seq":3', '"seq":3 ')
+    (tmp_path / "bad.json").write_text(json.dumps(document), encoding="utf-8")
+    assert run("verify-proof", str(tmp_path / "bad.json"), "--key", str(public)) == 4
+    assert run("verify-proof", str(proof)) == 2  # a signed head needs its key
 
 
 def test_query_is_read_only_and_formats(project, capsys):
@@ -359,6 +402,16 @@ def test_query_is_read_only_and_formats(project, capsys):
     for statement in ("DELETE FROM evidence", "INSERT INTO runs(run_id) VALUES ('x')", "DROP TABLE rows"):
         assert run("query", statement, "--db", db) == 3
     assert "refused" in capsys.readouterr().err
+    # a typo is bad input (2), not a refusal; an endless statement stops at --timeout (2)
+    assert run("query", "SELEC 1", "--db", db) == 2
+    assert "not an SQL statement: 'SELEC'" in capsys.readouterr().err
+    endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"
+    assert run("query", endless, "--db", db, "--timeout", "0.5") == 2
+    assert "query stopped after 0.5 s" in capsys.readouterr().err
+    # cells are plain text: brackets in data are neither markup errors nor terminal styles
+    assert run("query", "SELECT '[/x]' AS a, '[bold red]hi' AS b", "--db", db) == 0
+    shown = capsys.readouterr().out
+    assert "[/x]" in shown and "[bold red]hi" in shown
 
 
 def test_evidence_for_unregistered_protocol_is_refused(tmp_path):

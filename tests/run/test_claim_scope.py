@@ -17,6 +17,7 @@ from pathlib import Path
 
 from run_helpers import SMOKE, ledger_cli
 
+from ledger.audit.signed_head import generate_key, open_signed_checkpoint
 from ledger.store import open_store
 
 EVAL = "{id: eval, role: eval, generator: rule_chasing, alphabet: N16, depths: [1, 5], rows_per_depth: 4, seed: 11, split: test}"
@@ -97,9 +98,19 @@ def test_each_claim_reads_only_its_protocols_evidence_and_nothing_peeks(referenc
     assert again.returncode == 3 and "confirmatory protocol 'smoke'" in again.stderr, again.stderr
     assert head(db) == start
 
-    # 5. A second confirmatory protocol on fresh rows runs arm A (4 steps) into the same ledger.
-    ran = run(variant(tmp_path, "smoke-second", split="second", a_steps=4), db, tmp_path / "o4", "A")
+    # 5. A second confirmatory protocol on fresh rows runs arm A (4 steps) into the same ledger, with a signing
+    # key configured: the run ends by writing the ledger's head, signed, into its folder.
+    key = generate_key("example.org/scope")
+    (tmp_path / "scope.key").write_text(key.text() + "\n", encoding="utf-8")
+    second = variant(tmp_path, "smoke-second", split="second", a_steps=4)
+    ran = ledger_cli(
+        "run", str(second), "--db", db, "--out", str(tmp_path / "o4"), "--no-progress", "--arms", "A",
+        env={"LEDGER_SIGNING_KEY": str(tmp_path / "scope.key")},
+    )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
+    signed = open_signed_checkpoint((tmp_path / "o4" / "head.signed").read_text(encoding="utf-8"), key.verifier())
+    assert (signed.root_hex, signed.size) == head(db) and "signed by example.org/scope" in ran.stdout
+    assert (tmp_path / "o4" / "head.txt").read_text(encoding="utf-8") == f"{signed.root_hex}:{signed.size}\n"
 
     with open_store(db) as store:  # the ledger really holds other arms A on smoke's shared manifests
         checkpoints = {row["sha256"] for row in store.rows_of("checkpoints", arm="A")}

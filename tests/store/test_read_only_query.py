@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.store import ReadOnlyViolation
+from ledger.store import InvalidQuery, QueryTimeout, ReadOnlyViolation
 
 
 @pytest.mark.parametrize(
@@ -100,3 +100,27 @@ def test_query_allows_reads_and_binds_parameters(example):
         assert len(store.query("EXPLAIN SELECT * FROM v_accuracy_by_arm_depth")) > 0
         assert store.query("SELECT row_id FROM evidence WHERE id = %s", [1]).rows
         assert store.query("SELECT 2::integer * :n AS m", {"n": 21}).rows == [(42,)]  # casts are not parameters
+
+
+@pytest.mark.parametrize("sql", ["SELEC 1", "", "  -- only a comment", "FOO bar"])
+def test_what_is_not_a_statement_is_bad_input_not_a_refusal(example, sql):
+    store, _, _ = example
+    with pytest.raises(InvalidQuery) as caught:
+        store.query(sql)
+    assert not isinstance(caught.value, ReadOnlyViolation)
+
+
+def test_comments_are_stripped_but_string_literals_are_left_alone(example):
+    store, _, _ = example
+    assert store.query("SELECT '--x' AS a, '/* y */' AS b -- a comment").rows == [("--x", "/* y */")]
+    assert store.query("/* lead */ SELECT 'it''s -- text' AS t").rows == [("it's -- text",)]
+
+
+def test_a_statement_past_its_time_limit_is_stopped(example):
+    store, keys, _ = example
+    endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT COUNT(*) FROM c"
+    with pytest.raises(QueryTimeout, match=r"0\.5 s"):
+        store.query(endless, timeout_s=0.5)
+    # the connection is usable afterwards, with and without a limit
+    assert store.query("SELECT COUNT(*) FROM evidence", timeout_s=5).rows == [(keys["n_evidence"],)]
+    assert store.query("SELECT COUNT(*) FROM evidence").rows == [(keys["n_evidence"],)]
