@@ -92,12 +92,17 @@ def _write(store: Store, path: Path, protocol: Protocol, built: dict | None = No
     claim_files = claim_files_of(path, protocol)
     sha = store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
     manifest_shas = {name: store.add_manifest(manifest, protocol_sha256=sha) for name, manifest in manifests.items()}
+    from ledger.audit.as_registered import record_claim_file
+
     claim_ids = []
-    for _claim_path, claim_file in claim_files:
+    for claim_path, claim_file in claim_files:
+        keys = []
         for claim in claim_file.claims:
             key = claim_key(protocol.name, claim.id)
             store.add_claim(key, claim.model_dump(mode="json", by_alias=True), protocol_sha256=sha)
-            claim_ids.append(key)
+            keys.append(key)
+        record_claim_file(store, sha, claim_path, claim_file, keys)  # its correction and its claims, as registered
+        claim_ids.extend(keys)
     store.append(
         "registration",
         {

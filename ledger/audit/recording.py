@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.audit.as_registered import record_claim_file
 from ledger.audit.importer import import_release, registered_release
 from ledger.audit.preregistration import claim_key
 from ledger.audit.release import LoadedRelease, load_release
@@ -50,10 +51,13 @@ def import_external(store: Store, paths: list[str | Path], root: str | Path | No
             done.releases.append(loaded.mapping.release)
         else:
             protocol_sha = sha256_hex(canonical_json(imported))
+        keys = []
         for claim in claim_file.claims:
             key = claim_key(claim_file.protocol, claim.id)
             store.add_claim(key, claim.model_dump(mode="json", by_alias=True), protocol_sha256=protocol_sha)
-            done.claims.append(key)
+            keys.append(key)
+        record_claim_file(store, protocol_sha, path, claim_file, keys)
+        done.claims.extend(keys)
     return done
 
 

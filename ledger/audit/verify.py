@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.audit.as_registered import changed_correction, missing_claims, spec_changes
 from ledger.audit.importer import registered_release, release_document
 from ledger.audit.integrity import Finding, Integrity, protocol_file_problems
 from ledger.audit.preregistration import claim_depends_on, claim_key, deviated_items, registered_versions
@@ -221,9 +222,42 @@ def _verify_file(
         return [ClaimVerdict(str(path), claim.id, "unverifiable", "unverifiable", scope) for claim in claim_file.claims]
     evidence = StoreEvidence(store, scope.protocol_shas)
     results = evaluate_claims(claim_file, evidence)
-    return [
+    verdicts = [
         _verdict(store, path, claim, result, evidence, integrity, claim_file.protocol, scope)
         for claim, result in zip(claim_file.claims, results)
+    ]
+    return verdicts + _as_registered(store, path, claim_file, scope, verdicts)
+
+
+def _as_registered(
+    store: Store, path: Path, claim_file: ClaimFile, scope: _Scope, verdicts: list[ClaimVerdict]
+) -> list[ClaimVerdict]:
+    """The file against its registration: a changed correction marks its family members tampered; each
+    registered claim the file leaves out is a tampered verdict of its own (``ledger/audit/as_registered.py``)."""
+    registered = changed_correction(store, scope.protocol_shas, claim_file)
+    if registered is not None:
+        families = {claim.id for claim in claim_file.claims if claim.family}
+        for verdict in verdicts:
+            if verdict.claim_id in families:
+                verdict.integrity = "tampered"
+                verdict.problems.append(
+                    f"the file's correction is {claim_file.correction!r}, registered as {registered!r}: a family's "
+                    "correction is part of the preregistration"
+                )
+    keys = {claim_key(claim_file.protocol, claim.id) for claim in claim_file.claims}
+    return [
+        ClaimVerdict(
+            str(path),
+            missing.claim_id.split("/", 1)[1],
+            "unverifiable",
+            "tampered",
+            f"preregistered (entry {missing.entry_seq}) and missing from this claim file",
+            problems=[
+                f"claim {missing.claim_id} was preregistered and is left out of {path}: a registered claim is "
+                "reported whatever its outcome (a withdrawn claim is a recorded deviation)"
+            ],
+        )
+        for missing in missing_claims(store, scope.protocol_shas, claim_file, keys)
     ]
 
 
@@ -288,8 +322,10 @@ def _verdict(
         verdict.flags.append("not registered in this ledger yet (`ledger verify --import` or `--record` registers it)")
     elif registered is None:
         problems.append(("unverifiable", f"claim {claim.id} was never preregistered"))
+        verdict.outcome = "unregistered"  # whatever its figures say, an unregistered claim is never supported
     elif registered.spec_sha256 != sha256_hex(canonical_json(spec)):
-        problems.append(("tampered", f"claim {claim.id} in {path} differs from its preregistered spec"))
+        changed = "; ".join(spec_changes(registered.spec(), spec))
+        problems.append(("tampered", f"claim {claim.id} in {path} differs from its preregistered spec ({changed})"))
     manifest_sha = evidence.manifest_sha256(claim.manifest)
     if manifest_sha is not None:
         problems.extend(("tampered", message) for message in integrity.manifest_problems(manifest_sha))

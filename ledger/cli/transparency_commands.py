@@ -173,7 +173,7 @@ def add_parsers(commands, with_db) -> None:
             "prove",
             help="the inclusion proof of one chain entry against a head",
             description="Write the RFC 6962 inclusion proof of chain entry SEQ (an evidence row, a claim outcome, a "
-            "registration: `ledger query 'SELECT seq, kind FROM chain_entries'`) as JSON, against the current head, "
+            "registration: its seq in chain_entries, or the entry_seq of a domain row such as an evidence row) as JSON, against the current head, "
             "--size N, or a signed head (--head FILE). `ledger verify-proof` checks it without the database.",
         )
     )

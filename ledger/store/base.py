@@ -99,6 +99,10 @@ class StoreBase:
         with self._read() as conn:
             return [record(**row._mapping) for row in conn.execute(stmt)]
 
+    def entry_data(self, kind: str) -> list[tuple[int, dict]]:
+        """(seq, data) of every free chain entry of ``kind``, in chain order."""
+        return self._entry_data(kind)
+
     def _entry_data(self, kind: str) -> list[tuple[int, dict]]:
         """(seq, data) of every free chain entry of ``kind`` (e.g. ``registration``), in chain order."""
         c = table("chain_entries")

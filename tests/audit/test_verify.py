@@ -303,6 +303,43 @@ def test_deviation_is_recorded_and_flags_dependent_claims(project, capsys):
         assert deviation["item"] == "arms.A.surgery.split" and deviation["timing"] == "after_data"
 
 
+def test_claim_files_are_verified_as_registered(tmp_path, capsys, monkeypatch):
+    """Selective reporting, a changed correction, a changed field, a claim never registered: each is reported."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
+    family = CLAIMS.replace("direction: greater, alpha: 0.05}", "direction: greater, alpha: 0.05, family: A}")
+    family = family.replace("threshold: 0.9}", "threshold: 0.9, family: A}")
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(family, encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    assert run("register", "protocol.yaml", "--db", db) == 0
+    write_evidence(tmp_path, db)
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 0, report
+    # the family's correction changed after registration: its members are tampered, the others are not
+    claims.write_text(family.replace("correction: holm", "correction: none"), encoding="utf-8")
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    verdicts = by_id(report)
+    assert code == 4 and verdicts["B_deep"]["integrity"] == "verified"
+    for member in ("A_beats_B", "A_accurate"):
+        assert verdicts[member]["integrity"] == "tampered"
+        assert any("registered as 'holm'" in problem for problem in verdicts[member]["problems"])
+    # a registered claim left out of the file (whatever its outcome): tampered, named
+    claims.write_text("\n".join(line for line in family.splitlines() if "B_deep" not in line) + "\n", encoding="utf-8")
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 4 and by_id(report)["B_deep"]["integrity"] == "tampered"
+    assert any("left out of" in problem for problem in by_id(report)["B_deep"]["problems"])
+    # a changed threshold is named with both values
+    claims.write_text(family.replace("threshold: 0.9, family: A}", "threshold: 0.5, family: A}"), encoding="utf-8")
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 4 and any("threshold: 0.9 -> 0.5" in p for p in by_id(report)["A_accurate"]["problems"])
+    # a claim that was never registered is 'unregistered', never supported, even when its figures would be
+    extra = "  - {id: A_also, statement: A again., statistic: accuracy, arm: A, manifest: eval, threshold: 0.5}\n"
+    claims.write_text(family + extra, encoding="utf-8")
+    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    assert code == 5 and by_id(report)["A_also"]["outcome"] == "unregistered"
+
+
 def test_a_deviation_before_data_is_refused_once_the_protocol_has_data(project, capsys):
     tmp_path, db, _ = project
     with open_store(db) as store:
@@ -514,6 +551,22 @@ def test_external_audit_verifies_from_an_empty_database(tmp_path, capsys, monkey
         size = store.head()[1]
     code, report = verify_json(db, "claims/external/", "--import", capsys=capsys)  # imported once only
     assert code == 0 and report["head"]["size"] == size
+    # The external claim file edited after its claims were registered: a claim left out and the families'
+    # correction changed are both reported against the registration.
+    import yaml
+
+    edited = yaml.safe_load((ROOT / "claims" / "external" / "recurrent-qwen-svgd.yaml").read_text(encoding="utf-8"))
+    edited["release"] = str(ROOT / "releases" / "recurrent-qwen-svgd.yaml")
+    edited["correction"] = "bonferroni"
+    edited["claims"] = [claim for claim in edited["claims"] if claim["id"] != "phaseA_B_total"]
+    members = {claim["id"] for claim in edited["claims"] if claim.get("family")}
+    assert members
+    (tmp_path / "edited.yaml").write_text(yaml.safe_dump(edited, sort_keys=False), encoding="utf-8")
+    code, report = verify_json(db, str(tmp_path / "edited.yaml"), capsys=capsys)
+    claims = by_id(report)
+    assert code == 4 and claims["phaseA_B_total"]["integrity"] == "tampered"
+    assert all(claims[member]["integrity"] == "tampered" for member in members)
+    assert report["head"]["size"] == size  # verify wrote nothing
     # Tamper with an imported release file's evidence behind the store's back: caught.
     connection = sqlite3.connect(tmp_path / "external.db")
     for (trigger,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():

@@ -1,0 +1,90 @@
+"""Claims as registered: what ``verify`` compares between the claim files it reads and the preregistration.
+
+At registration (a protocol's, or an external claim file's on import) each claim file is recorded as a
+``claim_file`` chain entry: its protocol version, path, multiplicity ``correction`` and the claims it
+holds. ``verify`` then reports, per file: a registered claim missing from it (selective reporting:
+``tampered``), a claim whose statistic, threshold, margin, family or any other field changed (``tampered``,
+naming the fields), a changed correction (``tampered`` on every claim in a family), and a claim in the
+file that was never registered (outcome ``unregistered``, never ``supported``). Ledgers registered
+before ``claim_file`` entries existed are compared with every claim registered for the version.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ledger.canonical import canonical_json
+from ledger.spec.claims import ClaimFile
+from ledger.store import Store
+
+ENTRY_KIND = "claim_file"
+
+
+def claim_file_record(protocol_sha256: str, path: Path, claim_file: ClaimFile, keys: list[str]) -> dict[str, Any]:
+    return {
+        "protocol": claim_file.protocol,
+        "protocol_sha256": protocol_sha256,
+        "file": str(Path(path).resolve()),
+        "correction": claim_file.correction,
+        "claims": list(keys),
+    }
+
+
+def record_claim_file(store: Store, protocol_sha256: str, path: Path, claim_file: ClaimFile, keys: list[str]) -> None:
+    """Append the file's registration record, once per (version, file)."""
+    record = claim_file_record(protocol_sha256, path, claim_file, keys)
+    for _, data in store.entry_data(ENTRY_KIND):
+        if data.get("protocol_sha256") == protocol_sha256 and data.get("file") == record["file"]:
+            return
+    store.append(ENTRY_KIND, record)
+
+
+def registered_claim_files(store: Store, protocol_sha256s: tuple[str, ...], namespace: str) -> list[dict[str, Any]]:
+    """The ``claim_file`` records of these versions for claims of ``namespace``, in chain order."""
+    return [
+        dict(data, seq=seq)
+        for seq, data in store.entry_data(ENTRY_KIND)
+        if data.get("protocol_sha256") in protocol_sha256s and data.get("protocol") == namespace
+    ]
+
+
+def spec_changes(registered: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """``field: registered -> now`` for every field that differs."""
+    changes = []
+    for key in sorted(set(registered) | set(current)):
+        before, after = registered.get(key), current.get(key)
+        if canonical_json(before) != canonical_json(after):
+            changes.append(f"{key}: {_short(before)} -> {_short(after)}")
+    return changes
+
+
+def _short(value: Any) -> str:
+    text = "(absent)" if value is None else canonical_json(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def missing_claims(store: Store, protocol_sha256s: tuple[str, ...], claim_file: ClaimFile, keys: set[str]) -> list[Any]:
+    """Registered claims of these versions (and of this file, where its record says which) absent from it."""
+    namespace = claim_file.protocol
+    records = registered_claim_files(store, protocol_sha256s, namespace)
+    named = {key for record in records for key in record.get("claims") or []}
+    found = []
+    for claim in store.claims():
+        if claim.protocol_sha256 not in protocol_sha256s or not claim.claim_id.startswith(f"{namespace}/"):
+            continue
+        if records and claim.claim_id not in named:
+            continue  # another claim file of the protocol holds it
+        if claim.claim_id not in keys:
+            found.append(claim)
+    return found
+
+
+def changed_correction(store: Store, protocol_sha256s: tuple[str, ...], claim_file: ClaimFile) -> str | None:
+    """The correction registered for this file's claims, where it differs from the file's now."""
+    keys = {f"{claim_file.protocol}/{claim.id}" for claim in claim_file.claims}
+    for record in reversed(registered_claim_files(store, protocol_sha256s, claim_file.protocol)):
+        if keys & set(record.get("claims") or []):
+            registered = record.get("correction")
+            return registered if registered != claim_file.correction else None
+    return None
