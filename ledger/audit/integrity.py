@@ -54,6 +54,33 @@ class Integrity:
             self.checkpoint_cache[sha] = self._checkpoint_status(sha)
         return self.checkpoint_cache[sha]
 
+    def lineage_problems(self, sha: str) -> list[Finding]:
+        """Every ancestor of a checkpoint re-hashed, back to the base at the root of its lineage (a flipped byte
+        in an earlier stage, or in the base model file, is as much a tamper as one in the final checkpoint). A
+        base read from several files is recorded by a hash over their hashes with no single file, so it is
+        re-hashed only where it was loaded (``ledger run`` refuses a base whose files changed)."""
+        found: list[Finding] = []
+        for row in self.store.lineage(sha)[1:]:
+            ancestor = str(row["ancestor_sha256"])
+            record = self.store.checkpoint(ancestor)
+            if record is not None and not record.path and record.stage == "base":
+                continue
+            status = self.checkpoint_status(ancestor)
+            if status is not None:
+                found.append((status[0], f"in the lineage of {sha[:12]}: {status[1]}"))
+        return found
+
+    def every_file_problems(self) -> list[Finding]:
+        """Every recorded checkpoint file re-hashed (``verify --all``), whatever claim reads it."""
+        found: list[Finding] = []
+        for row in self.store.rows_of("checkpoints"):
+            if not row["path"] and row["stage"] == "base":
+                continue
+            status = self.checkpoint_status(str(row["sha256"]))
+            if status is not None:
+                found.append(status)
+        return found
+
     def _checkpoint_status(self, sha: str) -> Finding | None:
         record = self.store.checkpoint(sha)
         if record is None:

@@ -161,6 +161,7 @@ def verify(
     since_head: tuple[str, int] | None = None,
     releases: Mapping[Path, LoadedRelease] | None = None,
     artifacts: list[Path] | None = None,
+    every_file: bool = False,
 ) -> VerifyReport:
     """The claims under ``paths`` recomputed from this ledger, and everything they rest on checked.
 
@@ -169,6 +170,7 @@ def verify(
     folders to look for checkpoint files in before the ledger's own artifact root."""
     chain = store.verify_chain()
     report = VerifyReport([], [str(problem) for problem in chain.messages] if not chain.ok else [], store.head())
+    report.chain_problems.extend(store.schema_problems())  # triggers, tables, views, revision as migrated
     report.history = (
         "checked for internal consistency only: without a trusted head (`ledger head --sign`, then "
         "`verify --trusted-head FILE --key PUB`, or --since-head ROOT:SIZE) a rewritten, truncated or "
@@ -178,15 +180,18 @@ def verify(
         consistency = store.verify_since_head(*since_head)
         report.since_head = consistency.message
         report.history = (
-            f"extends the head {since_head[0][:12]}...:{since_head[1]}"
+            f"extends the head {since_head[0]}:{since_head[1]}"
             if consistency.ok
-            else f"does NOT extend the head {since_head[0][:12]}...:{since_head[1]}"
+            else f"does NOT extend the head {since_head[0]}:{since_head[1]}"
         )
         if not consistency.ok:
             report.chain_problems.append(
                 f"log is not an extension of head {since_head[0][:12]}:{since_head[1]}: {consistency.message}"
             )
     integrity = Integrity(store, artifacts)
+    if every_file:  # `verify --all`: every recorded checkpoint file, not only the lineages claims read
+        for level, message in integrity.every_file_problems():
+            (report.chain_problems if level == "tampered" else report.errors).append(f"file: {message}")
     loaded, report.errors = claim_files(paths)
     for path, claim_file in loaded:
         try:
@@ -374,6 +379,7 @@ def _evidence_problems(
             status = integrity.checkpoint_status(sha)
             if status is not None:
                 problems.append(status)
+            problems.extend(integrity.lineage_problems(sha))
     if registered is not None and first_evidence_seq is not None and registered.entry_seq > first_evidence_seq:
         protocol = store.protocol(registered.protocol_sha256) if registered.protocol_sha256 else None
         if protocol is None or not protocol.is_release:  # an audit's claims follow the release by design

@@ -111,7 +111,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
             imported = import_external(store, paths, args.root) if args.import_releases else None
             releases = imported.loaded if imported is not None else None  # read once, not again by verify
             artifacts = [Path(folder) for folder in args.artifacts or []]
-            report = verify(store, paths, root=args.root, since_head=since, releases=releases, artifacts=artifacts)
+            report = verify(
+                store,
+                paths,
+                root=args.root,
+                since_head=since,
+                releases=releases,
+                artifacts=artifacts,
+                every_file=args.all_files,
+            )
             if args.record:
                 record_outcomes(store, report)
                 report.head = store.head()

@@ -183,6 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also look for checkpoint files in DIR (a folder holding objects/sha256/..., e.g. a moved or "
         "copied run folder); may be given more than once. Default: the ledger's own folder",
     )
+    verify.add_argument(
+        "--all",
+        dest="all_files",
+        action="store_true",
+        help="also re-hash every recorded checkpoint file, not only those in the lineages the claims read",
+    )
     verify.add_argument("--json", action="store_true", help="print a JSON report")
     verify.add_argument(
         "--record",

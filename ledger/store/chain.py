@@ -41,6 +41,7 @@ from ledger.store.reads import CheckpointReads, ClaimReads, EvidenceReads, Manif
 from ledger.store.records import column_kind as _column_kind  # noqa: F401  (tests import it from here)
 from ledger.store.records import entry_hash, payload_leaf_hash, utc_now
 from ledger.store.rules import ConflictError, LineageRefused, PreregistrationRequired
+from ledger.store.schema_check import SchemaCheck
 from ledger.store.verification import ChainProblem, ChainReport, ChainVerification, ConsistencyReport
 from ledger.store.writes import DomainWrites
 
@@ -68,6 +69,7 @@ __all__ = [
 class Store(
     DomainWrites,
     ChainVerification,
+    SchemaCheck,
     ProtocolReads,
     ManifestReads,
     EvidenceReads,

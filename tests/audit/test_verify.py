@@ -139,10 +139,13 @@ def test_a_new_claim_that_is_refuted_fails_verify(project, capsys):
     text = CLAIMS.replace("threshold: 0.9, direction: at_most", "threshold: 0.9")
     (tmp_path / "claims2.yaml").write_text(text.replace("B_deep", "B_deep2"), encoding="utf-8")
     code, report = verify_json(db, "claims2.yaml", capsys=capsys)
-    # B_deep2 was never preregistered: unverifiable, whatever its outcome.
-    assert code == 5
+    # B_deep2 was never preregistered: unverifiable and 'unregistered', whatever its figures; and the registered
+    # B_deep the file leaves out is tampered (exit 4 outranks 5).
+    assert code == 4
     assert by_id(report)["B_deep2"]["integrity"] == "unverifiable"
+    assert by_id(report)["B_deep2"]["outcome"] == "unregistered"
     assert "never preregistered" in by_id(report)["B_deep2"]["problems"][0]
+    assert by_id(report)["B_deep"]["integrity"] == "tampered"
 
 
 # ----------------------------------------------------------------------------- tamper matrix

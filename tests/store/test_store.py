@@ -345,3 +345,23 @@ def test_views_and_dataframes(example):
     status = store.query_df("SELECT * FROM v_claim_status").iloc[0]
     assert (status.first_outcome, status.latest_outcome, status.n_evaluations) == ("unverifiable", "supported", 2)
     assert store.first_outcome("loop-beats-dense")["outcome"] == "unverifiable"
+
+
+def test_verify_sees_a_schema_that_is_not_the_migrated_one(db_url):
+    """Dropped append-only triggers, an extra table or view: no data changed, and still not the ledger's schema."""
+    with open_store(db_url) as store:
+        assert store.schema_problems() == []
+        drop = (
+            "DROP TRIGGER evidence_no_update"
+            if store.dialect == "sqlite"
+            else 'DROP TRIGGER evidence_append_only ON "evidence"'
+        )
+        store.query(drop, read_only=False)
+        store.query("CREATE TABLE extra_table (x INTEGER)", read_only=False)
+        store.query("CREATE VIEW v_extra AS SELECT 1 AS one", read_only=False)
+        problems = store.schema_problems()
+    trigger = "evidence_no_update" if "sqlite" in db_url else "evidence_append_only"
+    assert any(f"trigger '{trigger}' is missing" in problem for problem in problems), problems
+    assert any("table 'extra_table'" in problem for problem in problems)
+    assert any("view 'v_extra'" in problem for problem in problems)
+    assert len(problems) == 3
