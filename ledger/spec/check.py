@@ -22,6 +22,7 @@ from ledger.spec.gates import GATE_KINDS
 from ledger.spec.loader import ProtocolError, ProtocolIssue, load_protocol, locate
 from ledger.spec.manifests import GENERATORS
 from ledger.spec.protocol import Protocol
+from ledger.spec.size_budget import size_problems
 from ledger.spec.training import PoissonLognormalRecurrence
 
 Problem = tuple[tuple[Any, ...], str]
@@ -41,6 +42,9 @@ def check_protocol_file(path: str | Path) -> CheckedProtocol:
     """Load, validate and check a protocol and its claim files; raise ``ProtocolError`` with every issue."""
     path = Path(path)
     protocol = load_protocol(path)
+    oversized = size_problems(protocol)
+    if oversized:  # before anything is built: a protocol past the budget is refused in well under a second
+        raise ProtocolError(locate(path, oversized))
     issues = locate(path, runnable_problems(protocol, path.resolve().parent))
     claim_files: list[tuple[Path, ClaimFile]] = []
     for index, relative in enumerate(protocol.claims):

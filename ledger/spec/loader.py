@@ -76,7 +76,26 @@ class _Document:
         return line
 
 
-def _reject_duplicate_keys(node: yaml.Node, file: str) -> None:
+# A protocol holds a few thousand values; aliases may repeat a block, but a document that expands past this
+# many (a 4 KB "billion laughs" file reaches 10^9) is refused before anything walks or builds it.
+MAX_EXPANDED_NODES = 100_000
+
+
+def _reject_duplicate_keys(node: yaml.Node, file: str, budget: list[int] | None = None) -> None:
+    budget = budget if budget is not None else [MAX_EXPANDED_NODES]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ProtocolError(
+            [
+                ProtocolIssue(
+                    file,
+                    None,
+                    "",
+                    f"the document expands to more than {MAX_EXPANDED_NODES:,} values through YAML aliases "
+                    "(an alias bomb?): refused",
+                )
+            ]
+        )
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -93,10 +112,10 @@ def _reject_duplicate_keys(node: yaml.Node, file: str) -> None:
                     ]
                 )
             seen[key] = key_node.start_mark.line + 1
-            _reject_duplicate_keys(value_node, file)
+            _reject_duplicate_keys(value_node, file, budget)
     elif isinstance(node, yaml.SequenceNode):
         for child in node.value:
-            _reject_duplicate_keys(child, file)
+            _reject_duplicate_keys(child, file, budget)
 
 
 def load_protocol(path: str | Path) -> Protocol:

@@ -269,3 +269,34 @@ def test_every_committed_protocol_checks() -> None:
 
     for path in sorted((ROOT / "protocols").glob("*.yaml")):
         assert issues_of(path) == [], path
+
+
+def test_a_protocol_past_the_size_budget_is_refused_before_anything_is_built(tmp_path, monkeypatch):
+    """Measured before: `ledger check` on huge sizes ran past 120 s and 6.6 GB; now a located refusal, and the
+    manifest builder is never reached."""
+    import ledger.rows.builder as builder
+    from ledger.spec.check import check_protocol_file
+    from ledger.spec.loader import ProtocolError
+
+    smoke = (Path(__file__).resolve().parents[2] / "protocols" / "smoke.yaml").read_text(encoding="utf-8")
+    huge = smoke.replace(
+        "rows_per_depth: 24, seed: 11, split: train", "rows_per_depth: 100000000, seed: 11, split: train"
+    )
+    huge = huge.replace(
+        "steps: 6, batch_size: 8, optimizer: {kind: adamw, lr: 0.003}, recurrence",
+        "steps: 10000000000, batch_size: 8, optimizer: {kind: adamw, lr: 0.003}, recurrence",
+        1,
+    )
+    huge = huge.replace("../claims/smoke.yaml", str(Path(__file__).resolve().parents[2] / "claims" / "smoke.yaml"))
+    path = tmp_path / "huge.yaml"
+    path.write_text(huge, encoding="utf-8")
+
+    def never(*args, **kwargs):
+        raise AssertionError("a manifest was built")
+
+    monkeypatch.setattr(builder, "build_manifest", never)
+    with pytest.raises(ProtocolError) as caught:
+        check_protocol_file(path)
+    messages = [str(issue) for issue in caught.value.issues]
+    assert any("manifests.0: 300,000,000 rows: more than the budget of 2,000,000" in m for m in messages), messages
+    assert any("arms.0.stages.0.steps: 10,000,000,000" in m for m in messages), messages

@@ -274,3 +274,17 @@ def test_textually_damaged_protocols_never_raise_anything_but_protocol_error(cut
         parse_protocol(text, "damaged.yaml")
     except ProtocolError as exc:
         assert exc.issues
+
+
+def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
+    """A 4 KB 'billion laughs' file (10^9 values through nested aliases) is a located bad-input message."""
+    from ledger.spec.loader import ProtocolError, load_protocol
+
+    lines = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]']
+    for previous, name in zip("abcdefgh", "bcdefghi"):
+        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 10)}]")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert bomb.stat().st_size < 4096
+    with pytest.raises(ProtocolError, match="alias bomb"):
+        load_protocol(bomb)
