@@ -29,6 +29,23 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="session")
+def shared_reference():
+    """The released row-level results beside the checkout (``../shared/reference/recurrent-qwen-svgd``): a
+    test that needs them fails when they are absent, it does not skip."""
+    from pathlib import Path
+
+    for parent in Path(__file__).resolve().parents:
+        found = parent / "shared" / "reference" / "recurrent-qwen-svgd"
+        if (found / "phase_a").exists():
+            return found
+    pytest.fail(
+        "the released reference data is missing: expected ../shared/reference/recurrent-qwen-svgd beside the "
+        "checkout (clone the repository next to shared/)",
+        pytrace=False,
+    )
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request, tmp_path):
     """An empty ledger database URL, once per backend (tests/databases.py: PostgreSQL needs
@@ -44,6 +61,7 @@ def db_url(request, tmp_path):
 LONGEST_FIRST = (
     "test_phaseA_tiny.py",  # the end-to-end miniature (`-m long`)
     "test_runner.py",
+    "test_claim_scope.py",  # four runs into one ledger (about 2 min)
     "test_distributed.py",
     "test_check_property.py",
     "test_export.py",

@@ -18,7 +18,7 @@ for _parent in Path(__file__).resolve().parents:
     if (_parent / "shared" / "reference" / "recurrent-qwen-svgd" / "phase_a").exists():
         REF = _parent / "shared" / "reference" / "recurrent-qwen-svgd"
         break
-needs_reference = pytest.mark.skipif(REF is None, reason="shared/reference not available")
+needs_reference = pytest.mark.usefixtures("shared_reference")  # a missing copy fails loudly (tests/conftest.py)
 
 N16 = [chr(ord("A") + i) for i in range(16)]
 N24 = [chr(ord("A") + i) for i in range(24)]

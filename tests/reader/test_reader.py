@@ -36,7 +36,7 @@ if not REF.exists():  # CI lays shared/ beside the clone
             REF = parent / "shared" / "reference" / "recurrent-qwen-svgd"
             break
 PHASE_A = REF / "phase_a"
-needs_reference = pytest.mark.skipif(not PHASE_A.exists(), reason="shared/reference not available")
+needs_reference = pytest.mark.usefixtures("shared_reference")  # a missing copy fails loudly (tests/conftest.py)
 
 N16 = [chr(ord("A") + i) for i in range(16)]
 N24 = [chr(ord("A") + i) for i in range(24)]

@@ -49,7 +49,11 @@ def _reference_file(relative: Path) -> Path | None:
 def paper_rows() -> list[dict]:
     path = _reference_file(FROZEN)
     if path is None:
-        pytest.skip("released frozen rows not found (set LEDGER_REFERENCE_DIR to shared/reference)")
+        pytest.fail(
+            "released frozen rows not found: lay ../shared/reference beside the checkout (or set LEDGER_REFERENCE_DIR);"
+            " a test that needs them fails when they are absent, it does not skip",
+            pytrace=False,
+        )
     with open(path, encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
     assert len(rows) == 1792
