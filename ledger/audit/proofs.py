@@ -14,7 +14,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.audit.signed_head import Checkpoint, SignedHeadError, VerifierKey, open_signed_checkpoint
+from ledger.audit.signed_head import (
+    Checkpoint,
+    SignedHeadError,
+    VerifierKey,
+    open_signed_checkpoint,
+    unverified_checkpoint,
+)
 from ledger.store import Store, merkle
 
 PROOF_FORMAT = "ledger-inclusion-proof/1"
@@ -34,9 +40,7 @@ def prove(store: Store, seq: int, *, size: int | None = None, signed_head: str |
     seqs = [int(entry["seq"]) for entry in entries]
     checkpoint = None
     if signed_head is not None:
-        from ledger.audit.signed_head import parse_checkpoint
-
-        checkpoint = parse_checkpoint(signed_head.split("\n\n")[0] + "\n")
+        checkpoint = unverified_checkpoint(signed_head)
         size = checkpoint.size
     size = len(leaves) if size is None else size
     if not 0 < size <= len(leaves):

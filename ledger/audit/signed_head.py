@@ -167,13 +167,24 @@ def sign_note(text: str, key: SigningKey) -> str:
     return f"{text}\n{DASH} {key.name} {signature}\n"
 
 
-def open_note(note: str, key: VerifierKey) -> str:
-    """The text of a signed note, once ``key``'s signature on it verifies (other keys' lines are ignored, as the
-    format requires); else ``SignedHeadError``."""
+def _split_note(note: str) -> tuple[str, str]:
+    """(text with its final newline, signature block) of a signed note, unverified."""
     if "\n\n" not in note:
         raise SignedHeadError("not a signed note: no blank line between the text and the signatures")
     text, _, signatures = note.rpartition("\n\n")
-    text += "\n"
+    return text + "\n", signatures
+
+
+def unverified_checkpoint(note: str) -> Checkpoint:
+    """The checkpoint a signed note carries, its signatures NOT checked (to pick the size to prove against;
+    whoever checks the proof verifies the signature)."""
+    return parse_checkpoint(_split_note(note)[0])
+
+
+def open_note(note: str, key: VerifierKey) -> str:
+    """The text of a signed note, once ``key``'s signature on it verifies (other keys' lines are ignored, as the
+    format requires); else ``SignedHeadError``."""
+    text, signatures = _split_note(note)
     lines = signatures.split("\n")
     if lines and lines[-1] == "":
         lines = lines[:-1]

@@ -43,7 +43,7 @@ def size_problems(protocol: Protocol) -> list[Problem]:
                 budget = _BUDGETED_FIELDS.get(key)
                 if budget and isinstance(item, int) and item > SIZE_BUDGET[budget]:
                     problems.append(((*at, key), f"{item:,}: more than the budget of {SIZE_BUDGET[budget]:,}"))
-                elif key in ("loops", "max_loops", "train_loops") and _largest(item) > SIZE_BUDGET["loops"]:
+                elif key in ("loops", "backprop_depth") and _largest(item) > SIZE_BUDGET["loops"]:
                     problems.append(((*at, key), f"loop {_largest(item):,}: more than the budget of 1,000"))
                 else:
                     walk(item, (*at, key))
