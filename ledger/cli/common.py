@@ -24,7 +24,7 @@ class CommandError(Exception):
         self.code = code
 
 
-def _store(args: argparse.Namespace, create: bool = True):
+def _store(args: argparse.Namespace, create: bool = True, *, read_only: bool = False):
     """The ledger at ``--db`` (a new SQLite file's folder is created by the store).
 
     A URL that cannot be used (malformed, driver not installed, server unreachable) is the
@@ -41,7 +41,7 @@ def _store(args: argparse.Namespace, create: bool = True):
 
     url = args.db or default_db_url()
     try:
-        return open_store(url, create=create)
+        return open_store(url, create=create, read_only=read_only)
     except SchemaVersionMismatch as exc:
         raise CommandError(str(exc), EXIT_REFUSED) from None
     except DatabaseUnavailable:

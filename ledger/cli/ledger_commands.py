@@ -106,7 +106,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         since = _trusted_head(args)
     paths = args.paths or ["claims"]
     # Only an explicit --import may create a ledger (as `ledger import` does); verify alone reads.
-    with _store(args, create=args.import_releases) as store:
+    with _store(args, create=args.import_releases, read_only=not (args.record or args.import_releases)) as store:
         try:
             imported = import_external(store, paths, args.root) if args.import_releases else None
             releases = imported.loaded if imported is not None else None  # read once, not again by verify
@@ -163,7 +163,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_query(args: argparse.Namespace) -> int:
     from ledger.store import QueryTimeout, ReadOnlyViolation
 
-    with _store(args, create=False) as store:
+    with _store(args, read_only=True) as store:
         try:
             result = store.query(args.sql, timeout_s=args.timeout)
         except ReadOnlyViolation as exc:

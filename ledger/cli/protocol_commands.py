@@ -238,7 +238,7 @@ def _publish_head(args: argparse.Namespace, result, signing_key) -> None:
     researcher publishes with the claims, so that an auditor can prove a later ledger extends it."""
     from ledger.cli.transparency_commands import signed_head_of
 
-    with _store(args, create=False) as store:
+    with _store(args, read_only=True) as store:
         root, size = store.head()
         signed = signed_head_of(store, signing_key) if signing_key is not None else None
     (result.out_dir / "head.txt").write_text(f"{root}:{size}\n", encoding="utf-8")
@@ -337,7 +337,7 @@ def _print_run_summary(result) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     from ledger.report.html import report_for_protocol_name
 
-    with _store(args, create=False) as store:
+    with _store(args, read_only=True) as store:
         try:
             path = report_for_protocol_name(
                 store, args.name, Path(args.out) if args.out else Path("runs") / args.name, version=args.version
@@ -356,7 +356,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     if out_dir.exists():
         raise CommandError(f"--out {out_dir} exists: choose a new folder")
-    with _store(args, create=False) as store:
+    with _store(args, read_only=True) as store:
         try:
             path = export_checkpoint(store, args.checkpoint, out_dir, [Path(a) for a in args.artifacts or []])
         except (ExportRefused, ValueError) as exc:

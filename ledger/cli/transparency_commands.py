@@ -84,7 +84,7 @@ def cmd_key_generate(args: argparse.Namespace) -> int:
 
 def cmd_head(args: argparse.Namespace) -> int:
     key = load_signing_key(args.sign) if args.sign else None  # bad input before the database is opened
-    with _store(args, create=False) as store:
+    with _store(args, read_only=True) as store:
         if key is None:
             root, size = store.head()
             out.print(f"{root}:{size}", markup=False)
@@ -100,7 +100,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
     from ledger.audit.proofs import ProofError, prove
 
     signed = _read(args.head, "signed head") if args.head else None
-    with _store(args, create=False) as store:
+    with _store(args, read_only=True) as store:
         try:
             document = prove(store, args.seq, size=args.size, signed_head=signed)
         except ProofError as exc:

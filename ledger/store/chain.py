@@ -80,21 +80,23 @@ class Store(
     """A ledger database. Create with ``open_store(url)``."""
 
 
-def open_store(url: str | None = None, create: bool = True) -> Store:
+def open_store(url: str | None = None, create: bool = True, *, read_only: bool = False) -> Store:
     """Open (and for a new database, create) the ledger at ``url`` (default ``default_db_url()``).
 
     A new database is migrated to the current schema; an existing one must already be at
     it, else ``SchemaVersionMismatch`` says what to run. With ``create=False`` a SQLite
     file that does not exist is refused before anything touches the disk. A URL that
     cannot be used or a server that cannot be reached raises ``DatabaseUnavailable``.
+    ``read_only`` (implies ``create=False``): the engine cannot write (``make_engine``).
     """
+    create = create and not read_only
     url = normalize_url(url) if url is not None else default_db_url()
     if not create and is_sqlite(url):
         path = _sqlite_file(url)
         if path is not None and not Path(path).is_file():
             shown = display_url(url)
             raise StoreError(f"no ledger database at {shown}: create one with `ledger db upgrade --db {shown}`")
-    engine = make_engine(url)
+    engine = make_engine(url, read_only=read_only)
     try:
         check_connection(engine, url)
         ensure_schema(engine, url=url, create=create)

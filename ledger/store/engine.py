@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event, exc, inspect, text
 from sqlalchemy.engine import URL, Engine, make_url
@@ -115,15 +116,40 @@ def _sqlite_file(url: str) -> Path | None:
     return Path(database)
 
 
-def make_engine(url: str | None = None, **kwargs) -> Engine:
+def _is_wal_file(path: Path) -> bool:
+    """Bytes 18 and 19 of a SQLite header are 2 in WAL mode (1 for a rollback journal)."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return False
+    return header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+
+
+def make_engine(url: str | None = None, *, read_only: bool = False, **kwargs) -> Engine:
     """Create an engine for ``url`` (default ``default_db_url()``) with the ledger's SQLite or PostgreSQL settings.
 
     Nothing is connected yet (``check_connection`` does); a URL that cannot be used at all
-    raises ``DatabaseUnavailable``.
+    raises ``DatabaseUnavailable``. ``read_only`` leaves a SQLite file's journal mode as it is
+    and sets ``query_only`` (a rollback-journal file is opened ``mode=ro``: not a byte of it
+    changes); PostgreSQL sessions get ``default_transaction_read_only``.
     """
     url = normalize_url(url) if url is not None else default_db_url()
     if is_sqlite(url):
         path = _sqlite_file(url)
+        if read_only and path is not None:
+            connect_args = dict(kwargs.pop("connect_args", {}) or {})
+            connect_args.setdefault("timeout", BUSY_TIMEOUT_MS / 1000)
+            target: str | URL = url
+            if not _is_wal_file(path):
+                # mode=ro on a WAL file would leave -wal and -shm files behind (a read-only connection
+                # cannot remove them); there a plain connection, query_only, removes them at close
+                target = URL.create(
+                    "sqlite", database=f"file:{quote(str(path.resolve()))}", query={"mode": "ro", "uri": "true"}
+                )
+            engine = _create(target, connect_args=connect_args, **kwargs)
+            _install_sqlite_events(engine, read_only=True)
+            return engine
         if path is not None and path.parent and not path.parent.exists():
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,6 +170,8 @@ def make_engine(url: str | None = None, **kwargs) -> Engine:
         connect_args = dict(kwargs.pop("connect_args", {}) or {})
         if "connect_timeout" not in parsed.query:
             connect_args.setdefault("connect_timeout", PG_CONNECT_TIMEOUT_S)
+        if read_only:
+            connect_args["options"] = (connect_args.get("options", "") + " -c default_transaction_read_only=on").strip()
         engine = _create(parsed, connect_args=connect_args, **kwargs)
         if engine.dialect.driver == "psycopg":
             _install_psycopg_events(engine)
@@ -190,7 +218,7 @@ def _install_psycopg_events(engine: Engine) -> None:
         dbapi_connection.adapters.register_loader("numeric", FloatLoader)
 
 
-def _install_sqlite_events(engine: Engine) -> None:
+def _install_sqlite_events(engine: Engine, *, read_only: bool = False) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, connection_record):  # pragma: no cover - exercised via tests
         # Let the store issue BEGIN itself (pysqlite's implicit transactions defer the lock).
@@ -199,7 +227,10 @@ def _install_sqlite_events(engine: Engine) -> None:
         try:
             cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             cursor.execute("PRAGMA foreign_keys = ON")
-            cursor.execute("PRAGMA journal_mode = WAL")
+            if read_only:  # switching to WAL would rewrite the file's header
+                cursor.execute("PRAGMA query_only = ON")
+            else:
+                cursor.execute("PRAGMA journal_mode = WAL")
         finally:
             cursor.close()
 

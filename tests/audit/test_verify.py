@@ -627,3 +627,23 @@ def test_verify_and_the_statistics_import_without_the_heavy_libraries():
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, timeout=120)
+
+
+def test_read_only_commands_leave_a_rollback_journal_database_byte_for_byte(project, capsys):
+    """`query`, `head`, `prove`, `report` and `verify` (without --record) open SQLite with mode=ro: a database kept
+    in rollback-journal mode is not switched to WAL (which rewrites its header), and nothing is written."""
+    folder, db, _ = project
+    path = folder / "ledger.db"
+    connection = sqlite3.connect(path)
+    assert connection.execute("PRAGMA journal_mode = DELETE").fetchone() == ("delete",)
+    connection.close()
+    before = path.read_bytes()
+    assert run("query", "SELECT COUNT(*) FROM evidence", "--db", db) == 0
+    assert run("head", "--db", db) == 0
+    assert run("prove", "1", "--db", db) == 0
+    assert run("report", "tiny-verify", "--db", db, "--out", str(folder / "report")) == 0
+    assert run("verify", "claims.yaml", "--db", db) == 0
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith("ledger.db")) == ["ledger.db"]
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    capsys.readouterr()
