@@ -15,6 +15,7 @@ import csv
 import gzip
 import io
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -172,23 +173,42 @@ def read_records(path: Path) -> list[dict]:
     if path.suffix == ".gz":
         try:
             raw = gzip.decompress(raw)
-        except OSError as exc:
-            raise ReleaseError(f"{path}: not a gzip file ({exc})") from None
+        except (OSError, EOFError, zlib.error) as exc:  # EOFError: a truncated file
+            raise ReleaseError(f"{path}: not a complete gzip file ({exc})") from None
     name = path.name.removesuffix(".gz")
-    text = raw.decode("utf-8")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ReleaseError(f"{path}:{line}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})") from None
     if name.endswith(".csv"):
         return list(csv.DictReader(io.StringIO(text)))
     if name.endswith(".json"):
-        return [json.loads(text)]
-    records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise ReleaseError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-    return records
+        return [_object(text, f"{path}")]
+    return [_object(line, f"{path}:{number}") for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
+def _object(text: str, where: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReleaseError(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise ReleaseError(f"{where}: a JSON object expected, got {type(value).__name__}")
+    return value
+
+
+def _typed(record: dict, name: str | None, where: str, kind: type | tuple[type, ...]) -> Any:
+    """A field that must be missing-as-None or of ``kind`` (int accepts its decimal text, as CSV gives it)."""
+    value = _field(record, name, where)
+    if value is None:
+        return None
+    if kind is int and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        wanted = {int: "an integer", dict: "an object", list: "a list"}.get(kind, str(kind))  # type: ignore[call-overload]
+        raise ReleaseError(f"{where}: field {name!r} must be {wanted}, got {type(value).__name__} {value!r:.60}")
+    return value
 
 
 def _field(record: dict, name: str | None, where: str) -> Any:
@@ -210,19 +230,19 @@ def _matches(record: dict, where: dict[str, Any]) -> bool:
 
 def _row_from_record(spec: ReleaseManifest, record: dict, where: str) -> Row:
     fields = spec.fields
-    table = _field(record, fields.table, where)
-    choices = _field(record, fields.choices, where)
-    depth = _field(record, fields.depth, where)
-    depth = int(depth) if depth is not None else spec.default_depth
+    table = _typed(record, fields.table, where, dict)
+    choices = _typed(record, fields.choices, where, dict)
+    depth = _typed(record, fields.depth, where, int)
+    depth = depth if depth is not None else spec.default_depth
     if spec.symbols_from == "table":
         if not isinstance(table, dict):
             raise ReleaseError(f"{where}: symbols_from 'table' needs a mapping in field {fields.table!r}")
-        symbols = sorted(set(table) | set(table.values()))
+        symbols = sorted(set(map(str, table)) | set(map(str, table.values())))
     elif spec.symbols_from == "choices":
         symbols = sorted(choices or {})
     else:
-        symbols = sorted(_field(record, spec.scores_field, where) or {})
-    path = _field(record, fields.path, where)
+        symbols = sorted(_typed(record, spec.scores_field, where, dict) or {})
+    path = _typed(record, fields.path, where, list)
     answer = str(_field(record, fields.answer, where))
     return Row(
         row_id=str(_field(record, fields.row_id, where)),
@@ -291,7 +311,10 @@ def load_release(mapping_path: str | Path, root_override: str | Path | None = No
 
     for count in mapping.counts:
         path = root / count.file
-        (document,) = read_records(path)
+        documents = read_records(path)
+        if len(documents) != 1:
+            raise ReleaseError(f"{path}: counts are read from one JSON document, found {len(documents)}")
+        (document,) = documents
         loaded.file_hashes[count.file] = sha256_file(path)
         node: Any = document
         for step in count.select:
@@ -299,9 +322,15 @@ def load_release(mapping_path: str | Path, root_override: str | Path | None = No
                 node = node[step]
             except (KeyError, IndexError, TypeError):
                 raise ReleaseError(f"{path}: path {count.select} fails at {step!r}") from None
-        loaded.counts[count.id] = {
-            int(depth): (int(cell[count.correct]), int(cell[count.total])) for depth, cell in node.items()
-        }
+        try:
+            loaded.counts[count.id] = {
+                int(depth): (int(cell[count.correct]), int(cell[count.total])) for depth, cell in node.items()
+            }
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ReleaseError(
+                f"{path}: path {count.select} does not lead to depth -> {{{count.correct}, {count.total}}} "
+                f"integer counts ({type(exc).__name__}: {exc})"
+            ) from None
     return loaded
 
 
@@ -310,8 +339,7 @@ def _evidence(spec: ReleasePredictions, record: dict, row: Row, where: str) -> E
     if isinstance(spec.loop, int):
         loop = spec.loop
     else:
-        value = _field(record, spec.loop, where)
-        loop = int(value) if value is not None else None
+        loop = _typed(record, spec.loop, where, int)
     if spec.target is not None:
         target = _field(record, spec.target, where)
         target = str(target) if target is not None else None
@@ -330,8 +358,12 @@ def _evidence(spec: ReleasePredictions, record: dict, row: Row, where: str) -> E
         prediction = str(prediction) if prediction is not None else None
     margin = None
     if spec.scores is not None:
-        scores = _field(record, spec.scores, where) or {}
-        ranked = sorted((float(value) for key, value in scores.items() if key in set(row.symbols)), reverse=True)
+        scores = _typed(record, spec.scores, where, dict) or {}
+        symbols = set(row.symbols)
+        values = [value for key, value in scores.items() if key in symbols]
+        if any(isinstance(value, bool) or not isinstance(value, (int, float)) for value in values):
+            raise ReleaseError(f"{where}: field {spec.scores!r} must map symbols to numbers")
+        ranked = sorted((float(value) for value in values), reverse=True)
         if len(ranked) >= 2:
             margin = ranked[0] - ranked[1]
     correct = None if target is None else prediction == target
