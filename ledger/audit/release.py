@@ -198,7 +198,10 @@ def _object(text: str, where: str) -> dict:
     return value
 
 
-def _typed(record: dict, name: str | None, where: str, kind: type | tuple[type, ...]) -> Any:
+_KIND_NAMES: dict[type, str] = {int: "an integer", dict: "an object", list: "a list"}
+
+
+def _typed(record: dict, name: str | None, where: str, kind: type) -> Any:
     """A field that must be missing-as-None or of ``kind`` (int accepts its decimal text, as CSV gives it)."""
     value = _field(record, name, where)
     if value is None:
@@ -206,7 +209,7 @@ def _typed(record: dict, name: str | None, where: str, kind: type | tuple[type, 
     if kind is int and isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value)
     if isinstance(value, bool) or not isinstance(value, kind):
-        wanted = {int: "an integer", dict: "an object", list: "a list"}.get(kind, str(kind))  # type: ignore[call-overload]
+        wanted = _KIND_NAMES.get(kind, kind.__name__)
         raise ReleaseError(f"{where}: field {name!r} must be {wanted}, got {type(value).__name__} {value!r:.60}")
     return value
 
