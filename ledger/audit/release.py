@@ -180,7 +180,9 @@ def read_records(path: Path) -> list[dict]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise ReleaseError(f"{path}:{line}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})") from None
+        raise ReleaseError(
+            f"{path}:{line}: not UTF-8 text (byte {raw[exc.start]:#04x} at offset {exc.start})"
+        ) from None
     if name.endswith(".csv"):
         return list(csv.DictReader(io.StringIO(text)))
     if name.endswith(".json"):

@@ -168,16 +168,29 @@ def verify(
     ``releases``: release files this process has just read (``verify --import``), by mapping path, so
     that they are not read twice; every other release is read from its files here. ``artifacts``:
     folders to look for checkpoint files in before the ledger's own artifact root."""
-    chain = store.verify_chain()
-    report = VerifyReport([], [str(problem) for problem in chain.messages] if not chain.ok else [], store.head())
+    # the chain walk (most of the time on a long ledger) runs on another core while the claims are recomputed
+    chain_check = store.start_chain_check(since_head)
+    report = VerifyReport([], [], store.head())
     report.chain_problems.extend(store.schema_problems())  # triggers, tables, views, revision as migrated
     report.history = (
         "checked for internal consistency only: without a trusted head (`ledger head --sign`, then "
         "`verify --trusted-head FILE --key PUB`, or --since-head ROOT:SIZE) a rewritten, truncated or "
         "reordered history that re-hashes consistently is not detected"
     )
-    if since_head is not None:
-        consistency = store.verify_since_head(*since_head)
+    integrity = Integrity(store, artifacts)
+    if every_file:  # `verify --all`: every recorded checkpoint file, not only the lineages claims read
+        for level, message in integrity.every_file_problems():
+            (report.chain_problems if level == "tampered" else report.errors).append(f"file: {message}")
+    loaded, file_errors = claim_files(paths)
+    report.errors.extend(file_errors)
+    for path, claim_file in loaded:
+        try:
+            report.verdicts.extend(_verify_file(store, path, claim_file, integrity, root=root, releases=releases))
+        except (ReleaseError, ProtocolError, FileNotFoundError) as exc:
+            report.errors.append(f"{path}: {exc}")
+    chain, consistency = chain_check.result()
+    report.chain_problems[:0] = [str(problem) for problem in chain.problems]
+    if since_head is not None and consistency is not None:
         report.since_head = consistency.message
         report.history = (
             f"extends the head {since_head[0]}:{since_head[1]}"
@@ -188,16 +201,6 @@ def verify(
             report.chain_problems.append(
                 f"log is not an extension of head {since_head[0][:12]}:{since_head[1]}: {consistency.message}"
             )
-    integrity = Integrity(store, artifacts)
-    if every_file:  # `verify --all`: every recorded checkpoint file, not only the lineages claims read
-        for level, message in integrity.every_file_problems():
-            (report.chain_problems if level == "tampered" else report.errors).append(f"file: {message}")
-    loaded, report.errors = claim_files(paths)
-    for path, claim_file in loaded:
-        try:
-            report.verdicts.extend(_verify_file(store, path, claim_file, integrity, root=root, releases=releases))
-        except (ReleaseError, ProtocolError, FileNotFoundError) as exc:
-            report.errors.append(f"{path}: {exc}")
     if report.chain_problems:
         for verdict in report.verdicts:
             verdict.integrity = "tampered"

@@ -222,9 +222,11 @@ def _mutate(value, kind, column):
     return value[:-1] + ("y" if value.endswith("x") else "x")  # the same length: within String(n) everywhere
 
 
+@pytest.mark.parametrize("parts", [1, 3])
 @pytest.mark.parametrize("table_name", ALL_TABLES)
-def test_tampering_any_field_of_any_table_is_reported(copy_of_template, table_name):
-    """Alter one field of one row behind the store's back, for every column; put it back before the next."""
+def test_tampering_any_field_of_any_table_is_reported(copy_of_template, table_name, parts):
+    """Alter one field of one row behind the store's back, for every column; put it back before the next.
+    ``parts`` 3: the chain walked as three stretches (as a long ledger is, one process each) finds the same."""
     url = copy_of_template()
     pk = "seq" if table_name == "chain_entries" else "id"
     columns = [c.name for c in model_table(table_name).columns]
@@ -235,7 +237,7 @@ def test_tampering_any_field_of_any_table_is_reported(copy_of_template, table_na
             update = text(f'UPDATE "{table_name}" SET "{column}" = :new WHERE {pk} = :key')
             assert conn.execute(update, {"new": new, "key": key}).rowcount == 1
         with _store(url) as store:
-            report = store.verify_chain()
+            report = store.verify_chain(parts=parts)
         assert not report.ok, f"{table_name}.{column}: {value!r} -> {new!r} not detected"
         if table_name == "chain_entries":
             names = {f"seq={key}", f"seq={key + 1000 if column == 'seq' else key}"}
@@ -248,10 +250,13 @@ def test_tampering_any_field_of_any_table_is_reported(copy_of_template, table_na
         with behind_the_stores_back(url) as conn:  # put it back
             conn.execute(update, {"new": value, "key": new if column == pk else key})
     with _store(url) as store:
-        assert store.verify_chain().ok
+        whole, split = store.verify_chain(), store.verify_chain(parts=parts)
+    assert whole.ok and split.ok
+    assert (split.root, split.n_entries, split.rows) == (whole.root, whole.n_entries, whole.rows)
 
 
-def test_inserted_and_deleted_rows_are_reported(copy_of_template):
+@pytest.mark.parametrize("parts", [1, 2, 5])
+def test_inserted_and_deleted_rows_are_reported(copy_of_template, parts):
     url = copy_of_template()
     with behind_the_stores_back(url) as conn:
         conn.execute(text("DELETE FROM evidence WHERE id = 3"))
@@ -264,7 +269,7 @@ def test_inserted_and_deleted_rows_are_reported(copy_of_template):
             values,
         )
     with _store(url) as store:
-        messages = store.verify_chain().messages
+        messages = store.verify_chain(parts=parts).messages
     assert any(m.startswith("evidence row id=3: recorded by chain entry") and "missing" in m for m in messages)
     assert any(m.startswith("gate_results row id=99: not recorded in the chain") for m in messages)
 
@@ -357,3 +362,20 @@ def test_payload_edit_with_recomputed_hashes_is_caught_by_the_rows(copy_of_templ
     with _store(url) as store:
         messages = store.verify_chain().messages
     assert any(m.startswith("evidence row id=1: differs from chain entry") and "correct" in m for m in messages)
+
+
+def test_a_chain_walked_in_parts_is_cut_into_that_many_stretches(copy_of_template):
+    """The stretches cover every entry once, in order, each linked to the stored hash before it."""
+    from ledger.store.chain_rows import entries_written
+    from ledger.store.chain_walk import plan_parts
+    from ledger.store.models import DOMAIN_TABLES
+
+    with _store(copy_of_template()) as store, store._read() as conn:
+        written = {name: entries_written(conn, name) for name in DOMAIN_TABLES}
+        n_entries = conn.execute(text("SELECT COUNT(*) FROM chain_entries")).scalar_one()
+        plan = plan_parts(conn, written, 3)
+        hashes = dict(conn.execute(text("SELECT seq, entry_hash FROM chain_entries")).all())
+    assert len(plan) == 3 and plan[0].after is None and plan[-1].through is None
+    assert [part.after for part in plan[1:]] == [part.through for part in plan[:-1]]
+    assert all(0 < part.through < n_entries for part in plan[:-1])
+    assert [part.prev for part in plan[1:]] == [hashes[part.after] for part in plan[1:]]

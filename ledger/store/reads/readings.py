@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Integer, Select, cast, func, select
+from sqlalchemy import Integer, Select, cast, exists, func, select
 
 from ledger.store.base import StoreBase
 from ledger.store.final_reading import choose_final, final_candidate_sql
@@ -168,6 +168,16 @@ class EvidenceReads(StoreBase):
             where.append(e.c.run_id.in_(select(u.c.run_id).where(u.c.protocol_sha256.in_(list(protocol_sha256s)))))
         return where
 
+    @classmethod
+    def _has_readings(
+        cls, e: Any, c: Any, arm: str, manifest_sha256: str, protocol_sha256s: Iterable[str] | None
+    ) -> Any:
+        """The checkpoint has a reading of the manifest by the arm: an EXISTS per checkpoint that the
+        (checkpoint, arm, loop) index answers, not a join that scans every reading of the arm."""
+        return exists().where(
+            e.c.checkpoint_sha256 == c.c.sha256, *cls._read_by(e, arm, manifest_sha256, protocol_sha256s)
+        )
+
     def latest_checkpoint_on(
         self, arm: str, manifest_sha256: str, protocol_sha256s: Iterable[str] | None = None
     ) -> str | None:
@@ -175,8 +185,7 @@ class EvidenceReads(StoreBase):
         e, c = table("evidence"), table("checkpoints")
         stmt = (
             select(c.c.sha256)
-            .join(e, e.c.checkpoint_sha256 == c.c.sha256)
-            .where(*self._read_by(e, arm, manifest_sha256, protocol_sha256s))
+            .where(self._has_readings(e, c, arm, manifest_sha256, protocol_sha256s))
             .order_by(c.c.id.desc())
             .limit(1)
         )
@@ -190,14 +199,10 @@ class EvidenceReads(StoreBase):
         order (a training curve)."""
         e, c = table("evidence"), table("checkpoints")
         stmt = (
-            select(c.c.sha256, c.c.id)
-            .join(e, e.c.checkpoint_sha256 == c.c.sha256)
-            .where(*self._read_by(e, arm, manifest_sha256, protocol_sha256s))
-            .distinct()
-            .order_by(c.c.id)
+            select(c.c.sha256).where(self._has_readings(e, c, arm, manifest_sha256, protocol_sha256s)).order_by(c.c.id)
         )
         with self._read() as conn:
-            return [sha for sha, _ in conn.execute(stmt)]
+            return list(conn.execute(stmt).scalars())
 
     def measured_losses(
         self,
