@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.audit.as_registered import changed_correction, missing_claims, spec_changes
+from ledger.audit.history import note_versions
 from ledger.audit.importer import registered_release, release_document
 from ledger.audit.integrity import Finding, Integrity, protocol_file_problems
 from ledger.audit.preregistration import claim_depends_on, claim_key, deviated_items, registered_versions
@@ -64,6 +65,7 @@ class ClaimVerdict:
     flags: list[str] = field(default_factory=list)
     recordable: FirstOutcome | None = None  # set when this would be the claim's first recorded outcome
     subjects: tuple[str, ...] = ()  # the arms the claim is about (what a summary names with their bridge)
+    versions: str | None = None  # "supported in version 3 of 3 registered; earlier versions: ..." (N > 1)
 
     @property
     def ok(self) -> bool:
@@ -81,6 +83,7 @@ class ClaimVerdict:
             "figures": self.figures,
             "problems": self.problems,
             "flags": self.flags,
+            "versions": self.versions,
             "ok": self.ok,
         }
 
@@ -185,9 +188,12 @@ def verify(
     report.errors.extend(file_errors)
     for path, claim_file in loaded:
         try:
-            report.verdicts.extend(_verify_file(store, path, claim_file, integrity, root=root, releases=releases))
+            verdicts = _verify_file(store, path, claim_file, integrity, root=root, releases=releases)
         except (ReleaseError, ProtocolError, FileNotFoundError) as exc:
             report.errors.append(f"{path}: {exc}")
+            continue
+        note_versions(store, claim_file.protocol, claim_file.release is None, verdicts)
+        report.verdicts.extend(verdicts)
     chain, consistency = chain_check.result()
     report.chain_problems[:0] = [str(problem) for problem in chain.problems]
     if since_head is not None and consistency is not None:

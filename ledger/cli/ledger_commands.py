@@ -144,6 +144,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
             detail += "\n" + "\n".join(f"! {problem}" for problem in verdict.problems)
         if verdict.flags:
             detail += "\n" + "\n".join(f"~ {flag}" for flag in verdict.flags)
+        if verdict.versions:
+            detail += f"\n= {verdict.versions}"
         table.add_row(
             verdict.claim_id,
             f"[{colour}]{verdict.outcome}[/{colour}]",

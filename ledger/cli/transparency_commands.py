@@ -140,7 +140,62 @@ def cmd_verify_proof(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.table import Table
+
+    from ledger.audit.history import protocol_history
+
+    with _store(args, read_only=True) as store:
+        try:
+            history = protocol_history(store, args.name)
+        except LookupError as exc:
+            raise CommandError(str(exc).strip("'\"")) from None
+    if args.json:
+        sys.stdout.write(json.dumps(history.to_dict(), indent=2) + "\n")
+        return EXIT_OK
+    n = len(history.versions)
+    out.print(f"{history.name}: {n} registered version{'s' * (n != 1)}", markup=False)
+    for version in history.versions:
+        out.print(
+            f"\nversion {version.number} of {n} ({version.protocol.version}, {version.protocol.sha256[:12]}, "
+            f"registered at entry {version.registered_seq}): {version.supported()} of {len(version.claims)} "
+            "claims supported",
+            markup=False,
+        )
+        for tuning in version.tuning:
+            out.print(f"  tuning before it: {tuning.name} v{tuning.version} ({tuning.sha256[:12]})", markup=False)
+        for deviation in version.deviations:
+            out.print(f"  changed ({deviation.timing}): {deviation.item}: {deviation.reason}", markup=False)
+        for manifest, readings, rows in version.readings:
+            out.print(f"  read {manifest}: {rows} rows, {readings} readings", markup=False)
+    claims = history.claims()
+    if claims:
+        table = Table(title="claims by version")
+        table.add_column("claim")
+        for version in history.versions:
+            table.add_column(f"v{version.number}")
+        for claim in claims:
+            table.add_row(claim, *(version.outcome_of(claim) for version in history.versions))
+        out.print(table)
+    return EXIT_OK
+
+
 def add_parsers(commands, with_db) -> None:
+    history = with_db(
+        commands.add_parser(
+            "history",
+            help="every registered version of a protocol side by side",
+            description="Every registered version of protocol NAME: what changed on the way to it (its recorded "
+            "deviations), the rows its runs read, each preregistered claim's outcome on its evidence, and the "
+            "tuning (exploratory protocols) registered before it. Read-only.",
+        )
+    )
+    history.add_argument("name", help="the protocol's name")
+    history.add_argument("--json", action="store_true", help="print it as JSON")
+    history.set_defaults(handler=cmd_history)
+
     key = commands.add_parser("key", help="signing keys for published heads")
     key_commands = key.add_subparsers(dest="key_command", metavar="SUBCOMMAND", required=True)
     generate = key_commands.add_parser(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ledger.audit.history import protocol_history
 from ledger.report.data import (
     ArmSeries,
     ClaimRow,
@@ -59,6 +60,7 @@ from ledger.report.sections import (
     environment_html,
     esc,
     heatmap_table,
+    history_html,
     img,
     lineage_html,
     slug,
@@ -274,7 +276,18 @@ def write_report(
             body.append('<p class="note">No manifest to plot.</p>')
         body.append("</section>")
 
-    # 4. claims
+    # 4. claims, after every registered version of each protocol side by side
+    names = sorted({protocol.name for protocol in protocols if not protocol.is_release})
+    if names:
+        body.append('<section id="versions"><h2>Every registered version</h2>')
+        body.append(
+            '<p class="note">Each registered version of the protocol, in registration order: the recorded deviations '
+            "that led to it, the rows its runs read, each preregistered claim's outcome re-derived from that "
+            "version's evidence alone, and the exploratory (tuning) protocols registered in this ledger before it. "
+            "A claim supported only in a later version is shown next to the versions where it was not.</p>"
+        )
+        body.extend(history_html(protocol_history(store, name)) for name in names)
+        body.append("</section>")
     rows = claim_rows(store, shas, claim_prefix)
     evaluated = sum(1 for row in rows if row.outcome is not None)
     body.append('<section id="claims"><h2>4. Claims</h2>')

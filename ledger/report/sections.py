@@ -10,6 +10,7 @@ import math
 import re
 from typing import Any
 
+from ledger.audit.history import ProtocolHistory
 from ledger.report.data import ArmSeries, ClaimRow, HeatmapGrid, LineageNode
 
 CSS = """
@@ -257,3 +258,32 @@ def environment_html(environments: list[tuple[list[str], dict]]) -> str:
         )
     lines.append("</table>")
     return "".join(lines)
+
+
+def history_html(history: ProtocolHistory) -> str:
+    """Every registered version of one protocol side by side: what changed, what it read, what each claim
+    came to on its own evidence, and the tuning registered before it."""
+    n = len(history.versions)
+    items = []
+    for version in history.versions:
+        changed = "; ".join(f"{d.item} ({d.timing}): {d.reason}" for d in version.deviations) or "first version"
+        read = "; ".join(f"{m}: {rows} rows, {readings} readings" for m, readings, rows in version.readings)
+        tuning = ", ".join(f"{p.name} v{p.version}" for p in version.tuning)
+        items.append(
+            f"<tr><td>v{version.number} of {n}</td><td><code>{esc(version.protocol.sha256[:12])}</code></td>"
+            f"<td>{esc(changed)}</td><td>{esc(read or 'no readings')}</td><td>{esc(tuning or '—')}</td>"
+            f"<td>{version.supported()} of {len(version.claims)}</td></tr>"
+        )
+    versions = (
+        "<table><tr><th>version</th><th>SHA-256</th><th>changed on the way to it</th><th>rows read</th>"
+        "<th>tuning before it</th><th>claims supported</th></tr>" + "".join(items) + "</table>"
+    )
+    header = "".join(f"<th>v{version.number}</th>" for version in history.versions)
+    claim_rows = "".join(
+        f"<tr><td><code>{esc(claim)}</code></td>"
+        + "".join(f"<td>{esc(version.outcome_of(claim))}</td>" for version in history.versions)
+        + "</tr>"
+        for claim in history.claims()
+    )
+    claims = f"<table><tr><th>claim</th>{header}</tr>{claim_rows}</table>" if claim_rows else ""
+    return f"<h3>{esc(history.name)}</h3>{versions}{claims}"

@@ -46,6 +46,16 @@ class RowRead:
 
 
 @dataclass(frozen=True)
+class VersionReadings:
+    """How much one protocol version's runs read of one manifest."""
+
+    protocol_sha256: str | None
+    manifest_sha256: str
+    readings: int
+    rows: int
+
+
+@dataclass(frozen=True)
 class EvidenceContent:
     """The deterministic content of one reading (no latency); ``correct`` as 0/1 on every backend."""
 
@@ -239,6 +249,24 @@ class EvidenceReads(StoreBase):
             .distinct()
         )
         return self._records(stmt, RowRead)
+
+    def readings_by_version(self, protocol_sha256s: Iterable[str]) -> list[VersionReadings]:
+        """Per protocol version and manifest: the readings its runs recorded and the distinct rows they read."""
+        e, u = table("evidence"), table("runs")
+        stmt = (
+            select(
+                u.c.protocol_sha256,
+                e.c.manifest_sha256,
+                func.count().label("readings"),
+                func.count(e.c.row_id.distinct()).label("rows"),
+            )
+            .select_from(e)
+            .join(u, u.c.run_id == e.c.run_id)
+            .where(u.c.protocol_sha256.in_(list(protocol_sha256s)))
+            .group_by(u.c.protocol_sha256, e.c.manifest_sha256)
+            .order_by(u.c.protocol_sha256, e.c.manifest_sha256)
+        )
+        return self._records(stmt, VersionReadings)
 
     def evidence_contents(self, protocol_sha256: str) -> list[EvidenceContent]:
         """A protocol's readings without latency, in a fixed order (what reruns must reproduce).

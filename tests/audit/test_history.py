@@ -1,0 +1,109 @@
+"""`ledger history` and verify's per-version line: every registered version of a protocol side by side, with
+what changed, the rows each read, each claim's outcome per version, and the tuning registered before it."""
+
+from __future__ import annotations
+
+import json
+
+from ledger.rows.builder import build_manifests
+from ledger.spec.loader import load_protocol
+from ledger.store import open_store
+from tests.audit.test_verify import CLAIMS, PROTOCOL, by_id, run, verify_json, write_evidence
+
+TUNING = """\
+name: tiny-tune
+version: 1
+description: Tuning of arm A on development rows before the second version.
+purpose: exploratory
+seed: 7
+bases:
+  tiny: {source: ./weights/tiny, dtype: float32, num_layers: 4}
+manifests:
+  - {id: train, role: train, generator: rule_chasing, alphabet: N16, depths: [1, 2], rows_per_depth: 4, seed: 99, split: tune}
+  - {id: dev, role: dev, generator: rule_chasing, alphabet: N16, depths: [1, 2], rows_per_depth: 4, seed: 99, split: tunedev}
+arms:
+  - {id: A, kind: recurrent, base: tiny, surgery: {split: [1, 2]}, bridge: {kind: split}, budget: {kind: full_block}, evaluation: {manifests: [dev]}}
+"""
+
+
+def _wrong_a_on_version_2(folder, db) -> None:
+    """Version 2's runs: arm A answers nothing right, B as before (right at depth 1 only)."""
+    protocol = load_protocol(folder / "protocol.yaml")
+    manifest = build_manifests(protocol)["eval"]
+    with open_store(db) as store:
+        for arm in ("A", "B"):
+            path = folder / f"{arm}-v2.safetensors"
+            path.write_bytes(f"version 2 weights of {arm}".encode() * 64)
+            run_id = store.add_run(run_id=f"v2-{arm}", protocol_sha256=protocol.sha256, arm=arm)
+            checkpoint = store.add_checkpoint(path=str(path), arm=arm, status="promoted", run_id=run_id)
+            store.add_evidence(
+                [
+                    {
+                        "run_id": run_id,
+                        "manifest_sha256": manifest.sha256,
+                        "row_id": row.row_id,
+                        "arm": arm,
+                        "checkpoint_sha256": checkpoint,
+                        "loop": row.depth if arm == "A" else 0,
+                        "prediction": "?",
+                        "correct": arm == "B" and row.depth == 1,
+                    }
+                    for row in manifest.rows
+                ]
+            )
+
+
+def test_two_versions_side_by_side(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
+    (tmp_path / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
+    (tmp_path / "tune.yaml").write_text(TUNING, encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    assert run("register", "protocol.yaml", "--db", db) == 0
+    write_evidence(tmp_path, db)
+    code, report = verify_json(db, "claims.yaml", "--record", capsys=capsys)
+    assert code == 0 and by_id(report)["A_accurate"]["versions"] is None  # one version: no line
+    # tuning, then a second version (a recorded deviation), whose runs find A wrong everywhere
+    assert run("register", "tune.yaml", "--db", db) == 0
+    (tmp_path / "protocol.yaml").write_text(PROTOCOL.replace("split: [1, 3]", "split: [1, 2]"), encoding="utf-8")
+    assert run("deviate", "protocol.yaml", "--db", db, "--reason", "block too deep", "--timing", "after_data") == 0
+    _wrong_a_on_version_2(tmp_path, db)
+    code, report = verify_json(db, "claims.yaml", "--record", capsys=capsys)
+    verdicts = by_id(report)
+    assert verdicts["A_accurate"]["outcome"] == "refuted"
+    assert verdicts["A_accurate"]["versions"] == "refuted in version 2 of 2 registered; earlier versions: v1 supported"
+    assert verdicts["B_deep"]["versions"] == "supported in version 2 of 2 registered; earlier versions: v1 supported"
+
+    capsys.readouterr()
+    assert run("history", "tiny-verify", "--db", db, "--json") == 0
+    history = json.loads(capsys.readouterr().out)
+    first, second = history["versions"]
+    assert (first["version"], second["version"]) == (1, 2)
+    assert first["deviations"] == [] and [d["item"] for d in second["deviations"]] == ["arms.A.surgery.split"]
+    assert second["deviations"][0]["timing"] == "after_data" and second["deviations"][0]["reason"] == "block too deep"
+    assert first["readings"] == [{"manifest": "eval", "readings": 48, "rows": 24}]
+    assert second["readings"] == [{"manifest": "eval", "readings": 48, "rows": 24}]
+    assert first["claims"] == {
+        "tiny-verify/A_beats_B": "supported",
+        "tiny-verify/A_accurate": "supported",
+        "tiny-verify/B_deep": "supported",
+    }
+    assert second["claims"]["tiny-verify/A_accurate"] == "refuted"
+    assert second["claims"]["tiny-verify/A_beats_B"] == "refuted"
+    assert first["tuning"] == [] and [t["name"] for t in second["tuning"]] == ["tiny-tune"]
+    # the text form puts the versions and the claims table side by side
+    assert run("history", "tiny-verify", "--db", db) == 0
+    text = capsys.readouterr().out
+    assert "version 1 of 2" in text and "version 2 of 2" in text and "tuning before it: tiny-tune" in text
+    assert "3 of 3 claims supported" in text and "1 of 3 claims supported" in text
+    # the report puts the same side by side
+    assert run("report", "tiny-verify", "--db", db, "--out", str(tmp_path / "report")) == 0
+    html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
+    versions = html[html.index('<section id="versions">') : html.index('<section id="claims">')]
+    assert "v1 of 2" in versions and "v2 of 2" in versions and "tiny-tune v1" in versions
+    assert "arms.A.surgery.split (after_data): block too deep" in versions
+    assert "<td>3 of 3</td>" in versions and "<td>1 of 3</td>" in versions
+    assert "<td><code>tiny-verify/A_accurate</code></td><td>supported</td><td>refuted</td>" in versions
+    # an unknown protocol is one line, exit 2, and nothing is written
+    assert run("history", "nope", "--db", db) == 2
+    assert "no protocol 'nope' is registered" in capsys.readouterr().err
