@@ -92,7 +92,7 @@ def _trusted_head(args: argparse.Namespace) -> tuple[str, int]:
 def cmd_verify(args: argparse.Namespace) -> int:
     from ledger.audit.recording import import_external, record_outcomes
     from ledger.audit.release import ReleaseError
-    from ledger.audit.verify import verify
+    from ledger.audit.verify import claim_files, verify
 
     since = None
     if args.since_head:
@@ -105,6 +105,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
             raise CommandError("give either --since-head or --trusted-head, not both")
         since = _trusted_head(args)
     paths = args.paths or ["claims"]
+    try:  # a claim file that does not load is bad input (2), found before the ledger is opened
+        _, unreadable = claim_files(paths)
+    except FileNotFoundError as exc:
+        raise CommandError(str(exc)) from None
+    if unreadable:
+        more = f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
+        raise CommandError(f"{unreadable[0]}{more}")
     # Only an explicit --import may create a ledger (as `ledger import` does); verify alone reads.
     with _store(args, create=args.import_releases, read_only=not (args.record or args.import_releases)) as store:
         try:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy.exc import DBAPIError
+
 from ledger.store.append import AppendResult
 from ledger.store.engine import (
     StoreError,
@@ -100,6 +102,10 @@ def open_store(url: str | None = None, create: bool = True, *, read_only: bool =
     try:
         check_connection(engine, url)
         ensure_schema(engine, url=url, create=create)
+    except DBAPIError as error:  # e.g. SQLite's "file is not a database"
+        engine.dispose()
+        reason = str(error.orig).splitlines()[0] if error.orig is not None else type(error).__name__
+        raise StoreError(f"cannot be read as a ledger database: {reason}") from None
     except BaseException:
         engine.dispose()
         raise
