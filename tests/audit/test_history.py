@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 
-from ledger.rows.builder import build_manifests
-from ledger.spec.loader import load_protocol
-from ledger.store import open_store
 from tests.audit.test_verify import CLAIMS, PROTOCOL, by_id, run, verify_json, write_evidence
 
 TUNING = """\
@@ -26,33 +23,6 @@ arms:
 """
 
 
-def _wrong_a_on_version_2(folder, db) -> None:
-    """Version 2's runs: arm A answers nothing right, B as before (right at depth 1 only)."""
-    protocol = load_protocol(folder / "protocol.yaml")
-    manifest = build_manifests(protocol)["eval"]
-    with open_store(db) as store:
-        for arm in ("A", "B"):
-            path = folder / f"{arm}-v2.safetensors"
-            path.write_bytes(f"version 2 weights of {arm}".encode() * 64)
-            run_id = store.add_run(run_id=f"v2-{arm}", protocol_sha256=protocol.sha256, arm=arm)
-            checkpoint = store.add_checkpoint(path=str(path), arm=arm, status="promoted", run_id=run_id)
-            store.add_evidence(
-                [
-                    {
-                        "run_id": run_id,
-                        "manifest_sha256": manifest.sha256,
-                        "row_id": row.row_id,
-                        "arm": arm,
-                        "checkpoint_sha256": checkpoint,
-                        "loop": row.depth if arm == "A" else 0,
-                        "prediction": "?",
-                        "correct": arm == "B" and row.depth == 1,
-                    }
-                    for row in manifest.rows
-                ]
-            )
-
-
 def test_two_versions_side_by_side(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
@@ -67,7 +37,7 @@ def test_two_versions_side_by_side(tmp_path, capsys, monkeypatch):
     assert run("register", "tune.yaml", "--db", db) == 0
     (tmp_path / "protocol.yaml").write_text(PROTOCOL.replace("split: [1, 3]", "split: [1, 2]"), encoding="utf-8")
     assert run("deviate", "protocol.yaml", "--db", db, "--reason", "block too deep", "--timing", "after_data") == 0
-    _wrong_a_on_version_2(tmp_path, db)
+    write_evidence(tmp_path, db, prefix="v2", correct=lambda arm, row: arm == "B" and row.depth == 1)
     code, report = verify_json(db, "claims.yaml", "--record", capsys=capsys)
     verdicts = by_id(report)
     assert verdicts["A_accurate"]["outcome"] == "refuted"

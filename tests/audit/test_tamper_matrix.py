@@ -22,10 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from ledger.rows.builder import build_manifests
-from ledger.spec.loader import load_protocol
 from ledger.store import open_store
-from tests.audit.test_verify import CLAIMS, PROTOCOL, run
+from tests.audit.test_verify import CLAIMS, PROTOCOL, run, write_evidence
 
 FAMILY_CLAIMS = CLAIMS.replace(
     "direction: greater, alpha: 0.05}", "direction: greater, alpha: 0.05, family: A}"
@@ -38,29 +36,7 @@ def _build(folder: Path) -> None:
     (folder / "claims.yaml").write_text(FAMILY_CLAIMS, encoding="utf-8")
     db = f"sqlite:///{folder / 'ledger.db'}"
     assert run("register", str(folder / "protocol.yaml"), "--db", db) == 0
-    protocol = load_protocol(folder / "protocol.yaml")
-    manifest = build_manifests(protocol)["eval"]
-    with open_store(db) as store:
-        for arm in ("A", "B"):
-            (folder / f"{arm}.safetensors").write_bytes(f"weights of {arm}".encode() * 64)
-            run_id = store.add_run(run_id=f"eval-{arm}", protocol_sha256=protocol.sha256, arm=arm)
-            checkpoint = store.add_checkpoint(path=f"{arm}.safetensors", arm=arm, status="promoted", run_id=run_id)
-            store.add_evidence(
-                [
-                    {
-                        "run_id": run_id,
-                        "manifest_sha256": manifest.sha256,
-                        "row_id": row.row_id,
-                        "arm": arm,
-                        "checkpoint_sha256": checkpoint,
-                        "loop": row.depth if arm == "A" else 0,
-                        "prediction": row.answer,
-                        "correct": arm == "A" or row.depth == 1,
-                        "latency_ms": 1.5,
-                    }
-                    for row in manifest.rows
-                ]
-            )
+    write_evidence(folder, db, relative=True)
     assert run("verify", str(folder / "claims.yaml"), "--db", db, "--record") == 0
     with open_store(db) as store:  # two free notes last (what the reordering case swaps)
         store.append("note", {"n": 1})

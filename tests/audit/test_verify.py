@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,19 +61,31 @@ def run(*argv: str) -> int:
     return main(list(argv))
 
 
-def write_evidence(folder: Path, db: str) -> dict[str, Path]:
-    """Readings for arms A (always right) and B (right at depth 1 only) of the registered PROTOCOL in
-    ``folder``, each on a checkpoint file of its own; returns the files by arm."""
+def write_evidence(
+    folder: Path,
+    db: str,
+    *,
+    prefix: str = "eval",
+    correct: Callable[[str, Any], bool] = lambda arm, row: arm == "A" or row.depth == 1,
+    relative: bool = False,
+) -> dict[str, Path]:
+    """Readings for arms A and B of the registered PROTOCOL in ``folder`` (by default A always right, B right at
+    depth 1 only), each on a checkpoint file of its own in runs named ``PREFIX-ARM``; returns the files by arm.
+    ``relative``: the files are recorded by name (resolved beside the ledger), so a copied folder is whole."""
     protocol = load_protocol(folder / "protocol.yaml")
     manifest = build_manifests(protocol)["eval"]
     checkpoint_files = {}
     with open_store(db) as store:
         for arm in ("A", "B"):
-            path = folder / f"{arm}.safetensors"
-            path.write_bytes(f"weights of {arm}".encode() * 64)
+            name = f"{arm}.safetensors" if prefix == "eval" else f"{arm}-{prefix}.safetensors"
+            path = folder / name
+            path.write_bytes(f"weights of {arm}".encode() * 64 if prefix == "eval" else f"{prefix} {arm}".encode() * 64)
             checkpoint_files[arm] = path
-            run_id = store.add_run(run_id=f"eval-{arm}", protocol_sha256=protocol.sha256, arm=arm)
-            checkpoint = store.add_checkpoint(path=str(path), arm=arm, status="promoted", run_id=run_id)
+            run_id = store.add_run(run_id=f"{prefix}-{arm}", protocol_sha256=protocol.sha256, arm=arm)
+            # by name: hashed from the working folder (the caller's), found beside the ledger by verify
+            checkpoint = store.add_checkpoint(
+                path=name if relative else str(path), arm=arm, status="promoted", run_id=run_id
+            )
             store.add_evidence(
                 [
                     {
@@ -82,7 +96,7 @@ def write_evidence(folder: Path, db: str) -> dict[str, Path]:
                         "checkpoint_sha256": checkpoint,
                         "loop": row.depth if arm == "A" else 0,
                         "prediction": row.answer,
-                        "correct": arm == "A" or row.depth == 1,
+                        "correct": correct(arm, row),
                     }
                     for row in manifest.rows
                 ]
