@@ -137,20 +137,14 @@ def make_engine(url: str | None = None, *, read_only: bool = False, **kwargs) ->
     url = normalize_url(url) if url is not None else default_db_url()
     if is_sqlite(url):
         path = _sqlite_file(url)
-        if read_only and path is not None:
-            connect_args = dict(kwargs.pop("connect_args", {}) or {})
-            connect_args.setdefault("timeout", BUSY_TIMEOUT_MS / 1000)
-            target: str | URL = url
-            if not _is_wal_file(path):
-                # mode=ro on a WAL file would leave -wal and -shm files behind (a read-only connection
-                # cannot remove them); there a plain connection, query_only, removes them at close
-                target = URL.create(
-                    "sqlite", database=f"file:{quote(str(path.resolve()))}", query={"mode": "ro", "uri": "true"}
-                )
-            engine = _create(target, connect_args=connect_args, **kwargs)
-            _install_sqlite_events(engine, read_only=True)
-            return engine
-        if path is not None and path.parent and not path.parent.exists():
+        target: str | URL = url
+        if read_only and path is not None and not _is_wal_file(path):
+            # mode=ro on a WAL file would leave -wal and -shm files behind (a read-only connection
+            # cannot remove them); there a plain connection, query_only, removes them at close
+            target = URL.create(
+                "sqlite", database=f"file:{quote(str(path.resolve()))}", query={"mode": "ro", "uri": "true"}
+            )
+        elif not read_only and path is not None and path.parent and not path.parent.exists():
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as error:
@@ -160,8 +154,8 @@ def make_engine(url: str | None = None, *, read_only: bool = False, **kwargs) ->
                 ) from None
         connect_args = dict(kwargs.pop("connect_args", {}) or {})
         connect_args.setdefault("timeout", BUSY_TIMEOUT_MS / 1000)
-        engine = _create(url, connect_args=connect_args, **kwargs)
-        _install_sqlite_events(engine)
+        engine = _create(target, connect_args=connect_args, **kwargs)
+        _install_sqlite_events(engine, read_only=read_only)
         return engine
     parsed = parse_url(url)
     if parsed.drivername == "postgresql":  # the ledger's PostgreSQL driver is psycopg 3, whatever SQLAlchemy's default

@@ -13,6 +13,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 
 from sqlalchemy import text
+from sqlalchemy.engine import Connection
 
 from ledger.store import merkle
 from ledger.store.base import StoreBase
@@ -57,6 +58,15 @@ class ChainCheck:
         return chain, consistency
 
 
+def _written(conn: Connection) -> dict[str, dict]:
+    return {table_name: entries_written(conn, table_name) for table_name in DOMAIN_TABLES}
+
+
+def _walk_here(conn: Connection, written: dict[str, dict], parts: int) -> ChainReport:
+    """The chain walked in this process, as ``parts`` stretches one after another, merged."""
+    return merge_reports([walk_part(conn, part, written) for part in plan_parts(conn, written, parts)])
+
+
 def _part_in_child(url: str, part: ChainPart, written: dict[str, dict]) -> ChainReport:
     """In a forked process: a read-only connection of its own (none of the parent's is touched)."""
     from ledger.store.engine import make_engine
@@ -76,9 +86,7 @@ class ChainVerification(StoreBase):
         ``parts`` > 1 walks the chain as that many consecutive stretches, one after another here
         (``start_chain_check`` gives each its own process): the same checks, the same report."""
         with self._read() as conn:
-            written = {table_name: entries_written(conn, table_name) for table_name in DOMAIN_TABLES}
-            plan = plan_parts(conn, written, parts)
-            return merge_reports([walk_part(conn, part, written) for part in plan])
+            return _walk_here(conn, _written(conn), parts)
 
     def start_chain_check(self, since_head: tuple[str, int] | None = None, parts: int | None = None) -> ChainCheck:
         """``verify_chain`` (and ``verify_since_head``) in forked processes, one per stretch of the chain
@@ -86,7 +94,7 @@ class ChainVerification(StoreBase):
         caller recomputes its claims meanwhile; ``result()`` waits for them. Inline on a small ledger, with
         one core, without fork, or for an in-memory database."""
         with self._read() as conn:
-            written = {table_name: entries_written(conn, table_name) for table_name in DOMAIN_TABLES}
+            written = _written(conn)
             total = sum(count for table in written.values() for count, _, _ in table.values())
             if parts is None:
                 parts = min(4, os.cpu_count() or 1) if total > SPLIT_ABOVE_ROWS else 1
@@ -96,8 +104,7 @@ class ChainVerification(StoreBase):
                 and self.engine.url.database not in (None, "", ":memory:")
             )
             if not forked:
-                chain = merge_reports([walk_part(conn, part, written) for part in plan_parts(conn, written, parts)])
-                return ChainCheck(self, since_head, done=chain)
+                return ChainCheck(self, since_head, done=_walk_here(conn, written, parts))
             plan = plan_parts(conn, written, parts)
         executor = ProcessPoolExecutor(len(plan), mp_context=multiprocessing.get_context("fork"))
         try:
