@@ -93,6 +93,10 @@ def populate_example(store, n_rows: int = 8) -> dict:
         for arm, loop in (("loop", 1), ("loop", 2), ("dense", 0))
     ]
     store.add_evidence(evidence)
+    # the readings the example test computed on: loop 2 of the loop arm, loop 0 of the dense arm
+    used = store.query(
+        "SELECT id FROM evidence WHERE (arm = 'loop' AND loop = 2) OR (arm = 'dense' AND loop = 0)"
+    ).records()
     store.add_claim(
         "loop-beats-dense",
         {"statistic": "accuracy_difference", "direction": ">", "threshold": 0.0},
@@ -110,6 +114,7 @@ def populate_example(store, n_rows: int = 8) -> dict:
         p_value=0.2,
         params={"resamples": 1000},
         result={"note": "example"},
+        evidence_ids=[row["id"] for row in used],
         inputs=[
             {
                 "role": "a",

@@ -90,6 +90,7 @@ def record_outcomes(store: Store, report: VerifyReport) -> list[str]:
                 p_value=result.p_value if result.p_value is None or result.p_value > 0 else None,
                 params=pending.spec,
                 result=result.to_dict(),
+                evidence_ids=pending.evidence_ids,
             )
         store.add_claim_outcome(
             pending.claim_key, result.outcome, result.reason, stat_test_id=test_id, detail=result.to_dict()

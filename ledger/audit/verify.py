@@ -50,6 +50,7 @@ class FirstOutcome:
     register_claim: bool  # an external audit's claim, not registered in this ledger yet
     inputs: tuple[dict[str, Any], ...]  # the evidence the statistical test consumed, one per arm and checkpoint
     result: ClaimResult
+    evidence_ids: tuple[int, ...] = ()  # the exact evidence rows its statistic computed on
 
 
 @dataclass
@@ -369,7 +370,14 @@ def _verdict(
             for sha in sorted(evidence.checkpoints_used(arm, claim.manifest))
         )
         verdict.recordable = FirstOutcome(
-            key, claim.statistic, spec, scope.protocol_shas[0], registered is None, inputs, result
+            key,
+            claim.statistic,
+            spec,
+            scope.protocol_shas[0],
+            registered is None,
+            inputs,
+            result,
+            tuple(evidence.evidence_ids(result.rows_used)),
         )
     return verdict
 

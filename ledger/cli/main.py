@@ -35,6 +35,7 @@ from ledger.cli.protocol_commands import (
     cmd_run,
     cmd_schema,
 )
+from ledger.cli.serve_command import add_parser as add_serve_parser
 from ledger.cli.transparency_commands import add_parsers as add_transparency_parsers
 
 __all__ = [
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(handler=cmd_verify)
 
     add_transparency_parsers(commands, with_db)  # key, head, prove, verify-proof
+    add_serve_parser(commands, with_db)
 
     query = with_db(
         commands.add_parser(

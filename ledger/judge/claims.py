@@ -16,6 +16,7 @@ from typing import Any
 from typing import Protocol as TypingProtocol
 
 from ledger.judge import stats
+from ledger.judge.selection import RowsUsed, SelectionRecorder, note_rows
 from ledger.spec.claims import (
     STATISTICS,
     AccuracyClaim,
@@ -51,6 +52,8 @@ class ClaimResult:
     p_value: float | None = None
     family: str | None = None
     alpha: float | None = None
+    # the rows the statistic computed on (``ledger.judge.selection``); recorded with its test, not in to_dict
+    rows_used: list[RowsUsed] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,11 +86,13 @@ class Unverifiable(Exception):
 
 def evaluate_claim(claim: Claim, evidence: EvidenceSource) -> ClaimResult:
     """Recompute one claim from evidence (no multiplicity correction)."""
+    recorder = SelectionRecorder(evidence)
     try:
-        result = STATISTICS.implementation(claim.statistic)(claim, evidence)
+        result = STATISTICS.implementation(claim.statistic)(claim, recorder)
     except Unverifiable as exc:
         return ClaimResult(claim.id, claim.statistic, "unverifiable", str(exc), family=claim.family)
     result.family = claim.family
+    result.rows_used = recorder.used
     return _check_reported(claim, result)
 
 
@@ -101,6 +106,7 @@ def _rows(claim: Claim, evidence: EvidenceSource, arm: str, loop: int | None = N
         found = {row: value for row, value in found.items() if low <= value[0] <= high}
         if not found:
             raise Unverifiable(f"no rows of arm {arm!r} at depths {low}-{high}")
+    note_rows(evidence, arm, claim.manifest, loop, found)
     return found
 
 

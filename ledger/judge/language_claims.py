@@ -13,6 +13,7 @@ from typing import Any
 
 from ledger.judge import stats
 from ledger.judge.claims import ClaimResult, Unverifiable
+from ledger.judge.selection import note_rows
 from ledger.spec.claims import EqualFlopsClaim, PairedLossClaim, TrainingStableClaim
 
 
@@ -20,6 +21,7 @@ def _losses(evidence: Any, arm: str, manifest: str, loop: int, checkpoint: str |
     found = evidence.losses(arm, manifest, loop, checkpoint)
     if not found:
         raise Unverifiable(f"no loss evidence for arm {arm!r} on manifest {manifest!r} at test recurrence {loop}")
+    note_rows(evidence, arm, manifest, loop, found, checkpoint=checkpoint, kind="losses")
     return found
 
 
@@ -123,6 +125,12 @@ def at_equal_flops(claim: EqualFlopsClaim, evidence: Any) -> ClaimResult:
     counts = stats.paired_counts(a, b)
     test = stats.mcnemar_exact(counts.helped, counts.hurt, alternative="greater")
     hi_rows = evidence.outcomes_at(other, claim.manifest, loops[other], high_sha) or {}
+    for arm, checkpoint, read in (
+        (stopped, curves[stopped][-1][0], ends[stopped]),
+        (other, low_sha, ends[other]),
+        (other, high_sha, hi_rows),
+    ):
+        note_rows(evidence, arm, claim.manifest, loops[arm], read, checkpoint=checkpoint)
     low_acc = sum(ends[other][i][1] for i in ids) / len(ids)
     high_acc = sum(hi_rows[i][1] for i in ids if i in hi_rows) / max(len(hi_rows), 1)
     figures = {

@@ -68,12 +68,14 @@ class ClaimWrites(AppendLog):
         p_value: float | None = None,
         params: Any = None,
         result: Any = None,
+        evidence_ids: Sequence[int] = (),
     ) -> str:
         """Record a statistical test and the evidence it consumed.
 
         ``inputs``: one dict per role, e.g. ``{"role": "a", "arm": "loop", "checkpoint_sha256": ...,
         "manifest_sha256": ..., "loop": 4}`` (manifest_sha256, run_id, loop optional =
-        "all"). Returns the test id (uuid4 hex if not given).
+        "all"). ``evidence_ids``: the exact evidence rows the statistic computed on (view
+        ``v_claim_evidence``). Returns the test id (uuid4 hex if not given).
         """
         test_id = test_id or uuid.uuid4().hex
         record = {
@@ -90,8 +92,10 @@ class ClaimWrites(AppendLog):
             "result_json": json_or_none(to_plain(result)),
         }
         input_rows = [dict(item, test_id=test_id) for item in inputs]
+        used = [{"test_id": test_id, "evidence_id": int(evidence_id)} for evidence_id in sorted(set(evidence_ids))]
+        records = {"stat_tests": [record], "stat_test_inputs": input_rows, "stat_test_evidence": used}
         with self._write() as conn:
-            self._append_in(conn, "stat_test", {}, {"stat_tests": [record], "stat_test_inputs": input_rows})
+            self._append_in(conn, "stat_test", {}, records)
         return test_id
 
     def add_claim_outcome(

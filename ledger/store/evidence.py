@@ -13,10 +13,29 @@ Manifest names are resolved among those versions' manifests, so two protocols ma
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ledger.store.chain import Store
 from ledger.store.reads import EvidenceReading
+
+
+class RowsUsed(Protocol):
+    """What a statistic noted as used (``ledger.judge.selection.RowsUsed``; the judge comes after the store)."""
+
+    @property
+    def arm(self) -> str: ...
+    @property
+    def manifest(self) -> str: ...
+    @property
+    def loop(self) -> int | None: ...
+    @property
+    def checkpoint(self) -> str | None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def rows(self) -> tuple[str, ...]: ...
 
 
 @dataclass
@@ -76,18 +95,55 @@ class StoreEvidence:
         return dict(found) if found is not None else None
 
     def _read_outcomes(self, arm: str, manifest: str, loop: int | None) -> dict[str, tuple[int, bool]] | None:
-        latest = self._latest(arm, manifest)
-        if latest is None:
-            return None
-        sha, checkpoint = latest
+        found = {r.row_id: (int(r.depth), bool(r.correct)) for r in self._outcome_readings(arm, manifest, loop)}
+        return found or None
+
+    def _outcome_readings(
+        self, arm: str, manifest: str, loop: int | None, checkpoint: str | None = None
+    ) -> list[EvidenceReading]:
+        """The readings a row's outcome comes from (the last per row wins): at ``loop`` (None: each row's final
+        reading), by ``checkpoint`` (None: the arm's latest on the manifest). Values and evidence ids both
+        come from here, so a recorded selection is exactly what was computed on."""
+        sha = self.manifest_sha256(manifest)
+        if checkpoint is None:
+            latest = self._latest(arm, manifest)
+            if latest is None:
+                return []
+            sha, checkpoint = latest
+            if loop is not None:
+                return [r for r in self.records(arm, manifest) if r.loop == loop and r.correct is not None]
+        if sha is None:
+            return []
         if loop is None:
-            readings = self.store.final_readings(
+            return self.store.final_readings(
                 sha, protocol_sha256s=self.protocol_sha256s, arm=arm, checkpoint_sha256=checkpoint
             )
-        else:
-            readings = [r for r in self.records(arm, manifest) if r.loop == loop and r.correct is not None]
-        found = {reading.row_id: (int(reading.depth), bool(reading.correct)) for reading in readings}
-        return found or None
+        readings = self.store.readings(
+            sha, protocol_sha256s=self.protocol_sha256s, arm=arm, checkpoint_sha256=checkpoint, loop=loop
+        )
+        return [r for r in readings if r.correct is not None]
+
+    def evidence_ids(self, used: Iterable[RowsUsed]) -> list[int]:
+        """The evidence ids behind the rows a claim's statistic noted as used (``ledger.judge.selection``)."""
+        ids: set[int] = set()
+        for part in used:
+            if part.kind == "losses":
+                sha = self.manifest_sha256(part.manifest)
+                checkpoint = part.checkpoint or (self._latest(part.arm, part.manifest) or (None, None))[1]
+                if sha is None or checkpoint is None or part.loop is None:
+                    continue
+                by_row = self.store.measured_loss_ids(
+                    sha,
+                    arm=part.arm,
+                    checkpoint_sha256=checkpoint,
+                    loop=part.loop,
+                    protocol_sha256s=self.protocol_sha256s,
+                )
+            else:
+                readings = self._outcome_readings(part.arm, part.manifest, part.loop, part.checkpoint)
+                by_row = {reading.row_id: reading.id for reading in readings}
+            ids.update(by_row[row] for row in part.rows if row in by_row)
+        return sorted(ids)
 
     def depth_counts(self, arm: str, manifest: str) -> dict[int, tuple[int, int]] | None:
         """The latest imported per-depth summary of the arm on that manifest id, in scope."""
@@ -133,14 +189,8 @@ class StoreEvidence:
 
     def outcomes_at(self, arm: str, manifest: str, loop: int, checkpoint: str) -> dict[str, tuple[int, bool]] | None:
         """row id -> (depth, correct) of one checkpoint's readings at ``loop``."""
-        sha = self.manifest_sha256(manifest)
-        if sha is None:
-            return None
-        readings = self.store.readings(
-            sha, protocol_sha256s=self.protocol_sha256s, arm=arm, checkpoint_sha256=checkpoint, loop=loop
-        )
-        found = {r.row_id: (int(r.depth), bool(r.correct)) for r in readings if r.correct is not None}
-        return found or None
+        readings = self._outcome_readings(arm, manifest, loop, checkpoint)
+        return {r.row_id: (int(r.depth), bool(r.correct)) for r in readings} or None
 
     def training_losses(self, arm: str, manifest: str) -> list[tuple[str, list[float]]]:
         """(stage, per-step training losses) of the lineage of the arm's latest checkpoint that read the

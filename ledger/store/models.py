@@ -233,6 +233,16 @@ class StatTestInput(_Chained, Base):
     loop: Mapped[int | None] = mapped_column(Integer)
 
 
+class StatTestEvidence(_Chained, Base):
+    """The exact evidence rows a statistical test computed on (``ledger.judge.selection``): one row each."""
+
+    __tablename__ = "stat_test_evidence"
+    __table_args__ = (UniqueConstraint("test_id", "evidence_id"),)
+
+    test_id: Mapped[str] = mapped_column(ForeignKey("stat_tests.test_id"))
+    evidence_id: Mapped[int] = mapped_column(ForeignKey("evidence.id"), index=True)
+
+
 class ClaimOutcome(_Chained, Base):
     __tablename__ = "claim_outcomes"
     __table_args__ = (CheckConstraint("outcome IN ('supported', 'refuted', 'unverifiable')", name="outcome"),)
@@ -257,6 +267,7 @@ DOMAIN_TABLES = (
     "claims",
     "stat_tests",
     "stat_test_inputs",
+    "stat_test_evidence",
     "claim_outcomes",
 )
 ALL_TABLES = ("chain_entries",) + DOMAIN_TABLES

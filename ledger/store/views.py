@@ -3,7 +3,7 @@
 * ``v_evidence_by_checkpoint`` -- evidence joined to its checkpoint and run.
 * ``v_accuracy_by_arm_depth``  -- n / correct / accuracy per arm, checkpoint, manifest, depth, loop.
 * ``v_lineage``                -- every checkpoint with each of its ancestors (recursive CTE).
-* ``v_claim_evidence``         -- claims -> stat_tests -> stat_test_inputs -> evidence -> checkpoints.
+* ``v_claim_evidence``         -- claims -> stat_tests -> the exact evidence rows each used -> checkpoints.
 * ``v_claim_status``           -- each claim with its first and latest recorded outcome.
 * ``v_final_readings``         -- each row's final reading per arm and checkpoint (migration 0002;
   the rule of ``ledger.store.final_reading``).

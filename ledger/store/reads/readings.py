@@ -225,18 +225,35 @@ class EvidenceReads(StoreBase):
     ) -> dict[str, tuple[float, int]]:
         """row id -> (nats, tokens) of a text manifest read by one checkpoint at one test recurrence (by runs
         of these protocol versions, if given)."""
+        found = self._measured(manifest_sha256, arm, checkpoint_sha256, loop, protocol_sha256s)
+        return {row_id: (nats, tokens) for row_id, (_, nats, tokens) in found.items()}
+
+    def measured_loss_ids(
+        self,
+        manifest_sha256: str,
+        *,
+        arm: str,
+        checkpoint_sha256: str,
+        loop: int,
+        protocol_sha256s: Iterable[str] | None = None,
+    ) -> dict[str, int]:
+        """row id -> the evidence id ``measured_losses`` read that row's (nats, tokens) from."""
+        found = self._measured(manifest_sha256, arm, checkpoint_sha256, loop, protocol_sha256s)
+        return {row_id: evidence_id for row_id, (evidence_id, _, _) in found.items()}
+
+    def _measured(self, manifest_sha256, arm, checkpoint_sha256, loop, protocol_sha256s) -> dict:
         e = table("evidence")
-        stmt = select(e.c.row_id, e.c.detail_json).where(
+        stmt = select(e.c.id, e.c.row_id, e.c.detail_json).where(
             *self._read_by(e, arm, manifest_sha256, protocol_sha256s),
             e.c.checkpoint_sha256 == checkpoint_sha256,
             e.c.loop == loop,
         )
         found = {}
         with self._read() as conn:
-            for row_id, detail in conn.execute(stmt.order_by(e.c.id)):
+            for evidence_id, row_id, detail in conn.execute(stmt.order_by(e.c.id)):
                 measured = json.loads(detail) if detail else {}
                 if "nats" in measured and "tokens" in measured:
-                    found[row_id] = (float(measured["nats"]), int(measured["tokens"]))
+                    found[row_id] = (int(evidence_id), float(measured["nats"]), int(measured["tokens"]))
         return found
 
     def rows_read(self) -> list[RowRead]:
