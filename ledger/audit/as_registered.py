@@ -22,13 +22,20 @@ ENTRY_KIND = "claim_file"
 
 
 def claim_file_record(protocol_sha256: str, path: Path, claim_file: ClaimFile, keys: list[str]) -> dict[str, Any]:
-    return {
+    record: dict[str, Any] = {
         "protocol": claim_file.protocol,
         "protocol_sha256": protocol_sha256,
         "file": str(Path(path).resolve()),
         "correction": claim_file.correction,
         "claims": list(keys),
     }
+    if claim_file.families:  # declared families (their corrections and members) are preregistered too
+        record["families"] = _families(claim_file)
+    return record
+
+
+def _families(claim_file: ClaimFile) -> dict[str, Any]:
+    return {name: family.model_dump(mode="json") for name, family in sorted(claim_file.families.items())}
 
 
 def record_claim_file(store: Store, protocol_sha256: str, path: Path, claim_file: ClaimFile, keys: list[str]) -> None:
@@ -82,9 +89,30 @@ def missing_claims(store: Store, protocol_sha256s: tuple[str, ...], claim_file: 
 
 def changed_correction(store: Store, protocol_sha256s: tuple[str, ...], claim_file: ClaimFile) -> str | None:
     """The correction registered for this file's claims, where it differs from the file's now."""
+    record = _registered_record(store, protocol_sha256s, claim_file)
+    if record is None:
+        return None
+    registered = record.get("correction")
+    return registered if registered != claim_file.correction else None
+
+
+def changed_families(store: Store, protocol_sha256s: tuple[str, ...], claim_file: ClaimFile) -> dict[str, str]:
+    """family -> ``registered -> now`` for each declared family whose correction or members changed since
+    registration (a family declared or undeclared afterwards included)."""
+    record = _registered_record(store, protocol_sha256s, claim_file)
+    if record is None:
+        return {}
+    before, now = record.get("families") or {}, _families(claim_file)
+    return {
+        name: f"{_short(before.get(name))} -> {_short(now.get(name))}"
+        for name in sorted(set(before) | set(now))
+        if canonical_json(before.get(name)) != canonical_json(now.get(name))
+    }
+
+
+def _registered_record(store: Store, protocol_sha256s: tuple[str, ...], claim_file: ClaimFile) -> dict | None:
     keys = {f"{claim_file.protocol}/{claim.id}" for claim in claim_file.claims}
     for record in reversed(registered_claim_files(store, protocol_sha256s, claim_file.protocol)):
         if keys & set(record.get("claims") or []):
-            registered = record.get("correction")
-            return registered if registered != claim_file.correction else None
+            return record
     return None

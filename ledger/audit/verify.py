@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.audit.as_registered import changed_correction, missing_claims, spec_changes
+from ledger.audit.as_registered import changed_correction, changed_families, missing_claims, spec_changes
 from ledger.audit.history import note_versions
 from ledger.audit.importer import registered_release, release_document
 from ledger.audit.integrity import Finding, Integrity, protocol_file_problems
 from ledger.audit.preregistration import claim_depends_on, claim_key, deviated_items, registered_versions
 from ledger.audit.release import LoadedRelease, ReleaseError, load_release
 from ledger.canonical import canonical_json, sha256_hex
-from ledger.judge.claims import ClaimResult, evaluate_claims
+from ledger.judge.claim_files import evaluate_claims
+from ledger.judge.claims import ClaimResult
 from ledger.spec.claims import ClaimFile, claim_subjects, load_claims
 from ledger.spec.loader import ProtocolError
 from ledger.store import Store
@@ -259,6 +260,11 @@ def _as_registered(
                     f"the file's correction is {claim_file.correction!r}, registered as {registered!r}: a family's "
                     "correction is part of the preregistration"
                 )
+    for family, change in changed_families(store, scope.protocol_shas, claim_file).items():
+        for verdict in verdicts:
+            if any(claim.id == verdict.claim_id and claim.family == family for claim in claim_file.claims):
+                verdict.integrity = "tampered"
+                verdict.problems.append(f"family {family!r} changed since registration ({change})")
     keys = {claim_key(claim_file.protocol, claim.id) for claim in claim_file.claims}
     return [
         ClaimVerdict(

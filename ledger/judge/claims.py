@@ -21,7 +21,6 @@ from ledger.spec.claims import (
     STATISTICS,
     AccuracyClaim,
     Claim,
-    ClaimFile,
     FrontierClaim,
     GateClaim,
     NonInferiorityClaim,
@@ -125,7 +124,7 @@ def _paired(claim, evidence, loop=None):
 
 
 def paired_exact(claim: PairedExactClaim, evidence: EvidenceSource) -> ClaimResult:
-    _ids, a, b = _paired(claim, evidence)
+    _ids, a, b = _paired(claim, evidence, claim.loop)
     counts = stats.paired_counts(a, b)
     test = stats.mcnemar_exact(counts.helped, counts.hurt, alternative=claim.direction)
     figures = {
@@ -143,9 +142,10 @@ def paired_exact(claim: PairedExactClaim, evidence: EvidenceSource) -> ClaimResu
     supported = test.p_value < claim.alpha and (
         claim.direction == "two-sided" or (counts.net > 0) == (claim.direction == "greater")
     )
+    at = "" if claim.loop is None else f" at loop {claim.loop}"
     reason = (
-        f"{claim.arms[0]} vs {claim.arms[1]}: helped {counts.helped} / hurt {counts.hurt} / ties {counts.ties}, "
-        f"exact {claim.direction} p = {_format_p(test.p_value, test.log10_p)} "
+        f"{claim.arms[0]} vs {claim.arms[1]}{at}: helped {counts.helped} / hurt {counts.hurt} / ties {counts.ties}, "
+        f"exact {claim.direction} p = {format_p(test.p_value, test.log10_p)} "
         f"{'<' if test.p_value < claim.alpha else '>='} alpha {claim.alpha}"
     )
     return ClaimResult(
@@ -190,13 +190,16 @@ def noninferiority(claim: NonInferiorityClaim, evidence: EvidenceSource) -> Clai
         "ci_low": result.ci_lower,
         "ci_high": result.ci_upper,
         "ci_confidence": result.ci_confidence,
+        "score_statistic": result.score_statistic,
         "p_value": result.p_value,
         "margin": claim.margin,
     }
+    at = "" if claim.loop is None else f" at loop {claim.loop}"
     reason = (
-        f"{claim.arms[0]} - {claim.arms[1]} = {result.difference:+.4f} "
-        f"({result.ci_confidence:.0%} Tango CI {result.ci_lower:+.4f} to {result.ci_upper:+.4f}); "
-        f"margin -{claim.margin}, p = {_format_p(result.p_value)}"
+        f"{claim.arms[0]} - {claim.arms[1]}{at} = {result.difference:+.4f} (helped {counts.helped} / hurt "
+        f"{counts.hurt} of {counts.n}; {result.ci_confidence:.0%} Tango CI {result.ci_lower:+.4f} to "
+        f"{result.ci_upper:+.4f}); margin -{claim.margin}: Tango z = {result.score_statistic:.3f}, "
+        f"p = {format_p(result.p_value)}"
     )
     return ClaimResult(
         claim.id,
@@ -209,22 +212,45 @@ def noninferiority(claim: NonInferiorityClaim, evidence: EvidenceSource) -> Clai
     )
 
 
-def _per_depth_accuracy(claim: FrontierClaim, evidence: EvidenceSource) -> dict[int, tuple[int, int]]:
+def _per_depth_accuracy(
+    claim: FrontierClaim, evidence: EvidenceSource, *, filtered: bool = True
+) -> dict[int, tuple[int, int]]:
     counts = evidence.depth_counts(claim.arm, claim.manifest)
-    if counts is None:
+    if counts is None and filtered:
         rows = _rows(claim, evidence, claim.arm)
+    elif counts is None:
+        rows = evidence.outcomes(claim.arm, claim.manifest, None) or {}
+    if counts is None:
         counts = {}
         for depth, hit in rows.values():
             correct, total = counts.get(depth, (0, 0))
             counts[depth] = (correct + int(hit), total + 1)
-    elif claim.rows.depths is not None:
+    elif filtered and claim.rows.depths is not None:
         low, high = claim.rows.depths
         counts = {depth: value for depth, value in counts.items() if low <= depth <= high}
     return dict(sorted(counts.items()))
 
 
+def _first_fall_before_filter(claim: FrontierClaim, evidence: EvidenceSource) -> int | None:
+    """The first evaluated depth below the bar, where it lies shallower than the claim's depth filter: then a
+    frontier read inside the filter is not the curve's first crossing (nor a bound on it)."""
+    if claim.rows.depths is None:
+        return None
+    for depth, (correct, total) in _per_depth_accuracy(claim, evidence, filtered=False).items():
+        if total and correct / total < claim.bar:
+            return depth if depth < claim.rows.depths[0] else None
+    return None
+
+
 def frontier_ratio(claim: FrontierClaim, evidence: EvidenceSource) -> ClaimResult:
     counts = _per_depth_accuracy(claim, evidence)
+    fell = _first_fall_before_filter(claim, evidence)
+    if fell is not None:
+        low, high = claim.rows.depths or (0, 0)
+        raise Unverifiable(
+            f"{claim.arm}: accuracy first falls below the bar {claim.bar} at depth {fell}, before the claim's depths "
+            f"{low}-{high}: a frontier read inside them is not the curve's first crossing, nor bounded by it"
+        )
     accuracy = {depth: correct / total for depth, (correct, total) in counts.items()}
     result = stats.frontier(accuracy, claim.bar)
     sensitivity = {f"frontier_at_{bar}": stats.frontier(accuracy, bar).frontier for bar in stats.SENSITIVITY_BARS}
@@ -340,40 +366,10 @@ def _check_reported(claim: Claim, result: ClaimResult) -> ClaimResult:
     return result
 
 
-def _format_p(p: float, log10_p: float | None = None) -> str:
+def format_p(p: float, log10_p: float | None = None) -> str:
     if p == 0.0 and log10_p is not None:
         return f"10^{log10_p:.2f}"
     return f"{p:.3g}"
-
-
-# ----------------------------------------------------------------------------- a whole file
-
-
-def evaluate_claims(claim_file: ClaimFile, evidence: EvidenceSource) -> list[ClaimResult]:
-    """Every claim of a file, with the file's multiplicity correction inside each family."""
-    results = [evaluate_claim(claim, evidence) for claim in claim_file.claims]
-    if claim_file.correction == "none":
-        return results
-    families: dict[str, list[ClaimResult]] = {}
-    for result in results:
-        if result.family and result.p_value is not None and result.outcome != "unverifiable":
-            families.setdefault(result.family, []).append(result)
-    for family, members in families.items():
-        if len(members) < 2:
-            continue
-        # Each claim keeps its own alpha; the family is corrected at the smallest one (conservative).
-        alpha = min(member.alpha for member in members if member.alpha is not None)
-        p_values = [member.p_value for member in members if member.p_value is not None]
-        adjusted = stats.adjust_pvalues(p_values, method=claim_file.correction, alpha=alpha)
-        for member, p_adjusted, reject in zip(members, adjusted.adjusted, adjusted.reject):
-            member.figures["p_adjusted"] = p_adjusted
-            member.figures["correction"] = f"{claim_file.correction} over {len(members)} in family {family!r}"
-            if member.outcome == "supported" and not reject:
-                member.outcome = "refuted"
-                member.reason += f"; not significant after {claim_file.correction} (adjusted p = {p_adjusted:.3g})"
-            else:
-                member.reason += f"; {claim_file.correction}-adjusted p = {_format_p(p_adjusted)}"
-    return results
 
 
 @dataclass

@@ -30,6 +30,7 @@ class StatisticKind(Kind):
     recorded checkpoint of both arms, with its training FLOPs)."""
 
     reads: str = "rows"
+    tested: bool = False  # it yields a p-value, so it may be a member of a multiplicity family
 
 
 STATISTICS: Registry[StatisticKind] = Registry("claim statistic")
@@ -67,6 +68,7 @@ class PairedExactClaim(_ClaimCommon):
     arms: tuple[str, str]
     direction: Literal["greater", "less", "two-sided"] = "greater"
     alpha: float = Field(default=0.05, gt=0, lt=1)
+    loop: int | None = Field(default=None, ge=1, description="Read at this loop (e.g. 1) instead of the forced depth.")
 
 
 class AccuracyClaim(_ClaimCommon):
@@ -154,7 +156,11 @@ class TrainingStableClaim(_ClaimCommon):
 
 for _statistic in (
     StatisticKind(
-        "paired_exact", PairedExactClaim, "ledger.judge.claims:paired_exact", "exact McNemar on the discordant pairs"
+        "paired_exact",
+        PairedExactClaim,
+        "ledger.judge.claims:paired_exact",
+        "exact McNemar on the discordant pairs",
+        tested=True,
     ),
     StatisticKind("accuracy", AccuracyClaim, "ledger.judge.claims:accuracy", "one arm's accuracy against a threshold"),
     StatisticKind(
@@ -162,6 +168,7 @@ for _statistic in (
         NonInferiorityClaim,
         "ledger.judge.claims:noninferiority",
         "Tango's paired non-inferiority with a margin",
+        tested=True,
     ),
     StatisticKind(
         "frontier_ratio",
@@ -177,6 +184,7 @@ for _statistic in (
         "ledger.judge.language_claims:paired_loss",
         "paired next-token loss of two arms (Wilcoxon signed-rank)",
         reads="losses",
+        tested=True,
     ),
     StatisticKind(
         "at_equal_flops",
@@ -184,6 +192,7 @@ for _statistic in (
         "ledger.judge.language_claims:at_equal_flops",
         "two arms compared at equal training FLOPs (interpolated over recorded checkpoints)",
         reads="curve",
+        tested=True,
     ),
     StatisticKind(
         "training_stable",
@@ -208,14 +217,30 @@ Claim = Annotated[
 check_union(STATISTICS, Claim)
 
 
+Correction = Literal["holm", "bonferroni", "none"]
+
+
+class FamilySpec(StrictModel):
+    """A multiplicity family declared in the claim file: its correction and every member, by claim id."""
+
+    correction: Correction
+    members: list[str] = Field(min_length=2)
+
+
 class ClaimFile(StrictModel):
     protocol: str = Field(description="Name of the protocol (or imported release) the claims are about.")
     release: str | None = Field(
         default=None,
         description="Release mapping file (relative to this file) to import before verifying: an external audit.",
     )
-    correction: Literal["holm", "bonferroni", "none"] = Field(
-        description="Multiplicity correction applied within each family (always explicit)."
+    correction: Correction = Field(
+        description="Multiplicity correction applied within each family not declared under `families` (always "
+        "explicit)."
+    )
+    families: dict[str, FamilySpec] = Field(
+        default_factory=dict,
+        description="Families declared with their own correction and members (each member names the family). A "
+        "family is judged only when every member is measured: one unmeasured member leaves all unverifiable.",
     )
     claims: list[Claim] = Field(min_length=1)
 
@@ -226,7 +251,30 @@ class ClaimFile(StrictModel):
             if claim.id in seen:
                 raise _located(f"duplicate claim id {claim.id!r}", ["claims", index, "id"])
             seen.add(claim.id)
+        self._check_families()
         return self
+
+    def _check_families(self) -> None:
+        named: dict[str, list[str]] = {}
+        for index, claim in enumerate(self.claims):
+            if claim.family is None:
+                continue
+            if not STATISTICS[claim.statistic].tested:
+                raise _located(
+                    f"a {claim.statistic} claim has no p-value: it can be in no multiplicity family",
+                    ["claims", index, "family"],
+                )
+            named.setdefault(claim.family, []).append(claim.id)
+        for name, family in self.families.items():
+            declared, naming = set(family.members), set(named.get(name, []))
+            if declared != naming:
+                problems = [
+                    f"{m!r} is not a claim of this file naming family {name!r}" for m in sorted(declared - naming)
+                ]
+                problems += [
+                    f"{m!r} names family {name!r} but is not one of its members" for m in sorted(naming - declared)
+                ]
+                raise _located("; ".join(problems), ["families", name, "members"])
 
 
 def load_claims(path: str | Path) -> ClaimFile:

@@ -1,0 +1,54 @@
+"""A whole claim file: every claim recomputed, then each multiplicity family corrected over all its members."""
+
+from __future__ import annotations
+
+from ledger.judge import stats
+from ledger.judge.claims import ClaimResult, EvidenceSource, evaluate_claim, format_p
+from ledger.spec.claims import ClaimFile
+
+
+def evaluate_claims(claim_file: ClaimFile, evidence: EvidenceSource) -> list[ClaimResult]:
+    """Every claim of a file, each family corrected over all its members (``correct_families``)."""
+    return correct_families(claim_file, [evaluate_claim(claim, evidence) for claim in claim_file.claims])
+
+
+def correct_families(claim_file: ClaimFile, results: list[ClaimResult]) -> list[ClaimResult]:
+    """The multiplicity correction of each family over every member the file holds, never fewer.
+
+    A family's correction is its own where the file declares it (``families``), else the file's. A family
+    is judged only when every member is measured: while one is unverifiable (an arm not run yet), every
+    member is unverifiable, so that no outcome is recorded against a smaller family than preregistered.
+    """
+    families: dict[str, list[ClaimResult]] = {}
+    for result in results:
+        if result.family:
+            families.setdefault(result.family, []).append(result)
+    for family, members in families.items():
+        declared = claim_file.families.get(family)
+        correction = declared.correction if declared is not None else claim_file.correction
+        unmeasured = [m.claim_id for m in members if m.outcome == "unverifiable" or m.p_value is None]
+        if unmeasured:
+            for member in members:
+                if member.claim_id in unmeasured:
+                    continue
+                member.outcome = "unverifiable"
+                member.reason += (
+                    f"; family {family!r} is judged only when all {len(members)} members are measured "
+                    f"(unmeasured: {', '.join(unmeasured)})"
+                )
+            continue
+        if correction == "none" or len(members) < 2:
+            continue
+        # Each claim keeps its own alpha; the family is corrected at the smallest one (conservative).
+        alpha = min(member.alpha for member in members if member.alpha is not None)
+        p_values = [member.p_value for member in members if member.p_value is not None]  # all: none unmeasured
+        adjusted = stats.adjust_pvalues(p_values, method=correction, alpha=alpha)
+        for member, p_adjusted, reject in zip(members, adjusted.adjusted, adjusted.reject):
+            member.figures["p_adjusted"] = p_adjusted
+            member.figures["correction"] = f"{correction} over {len(members)} in family {family!r}"
+            if member.outcome == "supported" and not reject:
+                member.outcome = "refuted"
+                member.reason += f"; not significant after {correction} (adjusted p = {p_adjusted:.3g})"
+            else:
+                member.reason += f"; {correction}-adjusted p = {format_p(p_adjusted)}"
+    return results
