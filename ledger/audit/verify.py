@@ -68,10 +68,11 @@ class ClaimVerdict:
     recordable: FirstOutcome | None = None  # set when this would be the claim's first recorded outcome
     subjects: tuple[str, ...] = ()  # the arms the claim is about (what a summary names with their bridge)
     versions: str | None = None  # "supported in version 3 of 3 registered; earlier versions: ..." (N > 1)
+    expected: str = "supported"  # without a recorded outcome: supported, or what an audited paper concluded
 
     @property
     def ok(self) -> bool:
-        expected = self.first_outcome or "supported"
+        expected = self.first_outcome or self.expected
         return self.integrity == "verified" and self.outcome == expected
 
     def to_dict(self) -> dict[str, Any]:
@@ -336,6 +337,9 @@ def _verdict(
     key = claim_key(namespace, claim.id)
     verdict = ClaimVerdict(str(path), claim.id, result.outcome, "verified", result.reason, result.figures)
     verdict.subjects = claim_subjects(claim)
+    verdict.expected = claim.audited_outcome
+    if claim.audited_outcome != "supported":
+        verdict.flags.append(f"the audited paper concluded: {claim.audited_outcome}")
     spec = claim.model_dump(mode="json", by_alias=True)
     registered = store.claim(key)
     problems: list[Finding] = list(scope.problems)

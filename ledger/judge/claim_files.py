@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ledger.judge import stats
-from ledger.judge.claims import ClaimResult, EvidenceSource, evaluate_claim, format_p
+from ledger.judge.claims import FAMILY_FIGURES, ClaimResult, EvidenceSource, check_reported, evaluate_claim, format_p
 from ledger.spec.claims import ClaimFile
 
 
@@ -51,4 +51,9 @@ def correct_families(claim_file: ClaimFile, results: list[ClaimResult]) -> list[
                 member.reason += f"; not significant after {correction} (adjusted p = {p_adjusted:.3g})"
             else:
                 member.reason += f"; {correction}-adjusted p = {format_p(p_adjusted)}"
+    by_id = {claim.id: claim for claim in claim_file.claims}
+    for result in results:  # a reported adjusted p, once the family is corrected
+        claim = by_id.get(result.claim_id)
+        if claim is not None and "p_adjusted" in result.figures:
+            check_reported(claim, result, sorted(set(claim.reported) & FAMILY_FIGURES))
     return results

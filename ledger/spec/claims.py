@@ -52,6 +52,11 @@ class _ClaimCommon(StrictModel):
     manifest: str
     rows: RowFilter = Field(default_factory=RowFilter)
     family: str | None = Field(default=None, description="Multiplicity family; corrected by the file's `correction`.")
+    audited_outcome: Literal["supported", "refuted"] = Field(
+        default="supported",
+        description="External audits only: the outcome the audited paper concluded (e.g. refuted for a comparison "
+        "it found no difference in); verify expects it on a claim with no recorded outcome.",
+    )
     reported: dict[str, float] = Field(
         default_factory=dict,
         description=(
@@ -252,6 +257,14 @@ class ClaimFile(StrictModel):
                 raise _located(f"duplicate claim id {claim.id!r}", ["claims", index, "id"])
             seen.add(claim.id)
         self._check_families()
+        if self.release is None:
+            for index, claim in enumerate(self.claims):
+                if claim.audited_outcome != "supported":
+                    raise _located(
+                        "audited_outcome is for external audits (a claim file with `release`): a preregistered claim "
+                        "states what it expects to support",
+                        ["claims", index, "audited_outcome"],
+                    )
         return self
 
     def _check_families(self) -> None:
