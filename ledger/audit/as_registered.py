@@ -72,19 +72,22 @@ def _short(value: Any) -> str:
 
 
 def missing_claims(store: Store, protocol_sha256s: tuple[str, ...], claim_file: ClaimFile, keys: set[str]) -> list[Any]:
-    """Registered claims of these versions (and of this file, where its record says which) absent from it."""
+    """Registered claims of this file absent from it: those its registration record names (the record that
+    names any of its claims), else (a ledger from before the records) every registered claim of these versions
+    that no other file's record holds."""
     namespace = claim_file.protocol
     records = registered_claim_files(store, protocol_sha256s, namespace)
-    named = {key for record in records for key in record.get("claims") or []}
-    found = []
-    for claim in store.claims():
-        if claim.protocol_sha256 not in protocol_sha256s or not claim.claim_id.startswith(f"{namespace}/"):
-            continue
-        if records and claim.claim_id not in named:
-            continue  # another claim file of the protocol holds it
-        if claim.claim_id not in keys:
-            found.append(claim)
-    return found
+    own = [record for record in records if keys & set(record.get("claims") or [])]
+    if own:
+        expected = {key for record in own for key in record.get("claims") or []}
+    else:
+        others = {key for record in records for key in record.get("claims") or []}
+        expected = {claim.claim_id for claim in store.claims() if claim.claim_id.startswith(f"{namespace}/")} - others
+    return [
+        claim
+        for claim in store.claims()
+        if claim.protocol_sha256 in protocol_sha256s and claim.claim_id in expected and claim.claim_id not in keys
+    ]
 
 
 def changed_correction(store: Store, protocol_sha256s: tuple[str, ...], claim_file: ClaimFile) -> str | None:

@@ -18,7 +18,7 @@ from ledger.canonical import sha256_file
 from ledger.rows.builder import build_manifests
 from ledger.spec.check import CheckedProtocol, check_protocol_file
 from ledger.spec.claims import ClaimFile, check_claims_against, load_claims
-from ledger.spec.loader import ProtocolError
+from ledger.spec.loader import ProtocolError, ProtocolIssue
 from ledger.spec.protocol import Protocol
 from ledger.store import Store
 from ledger.store.reads import RecordedDeviation, RegisteredProtocol
@@ -87,9 +87,29 @@ def _refuse_peeking(store: Store, protocol: Protocol, manifests: dict) -> None:
     refuse_exploratory_peek(store, protocol, manifests)
 
 
-def _write(store: Store, path: Path, protocol: Protocol, built: dict | None = None) -> Registration:
+def refuse_unwinnable(claim_files: list[tuple[Path, ClaimFile]], manifests: dict) -> None:
+    """Power at registration (``ledger.judge.power``): a claim no outcome of its rows could support is bad
+    input, located in its claim file, before anything is written."""
+    from ledger.judge.power import unwinnable_claims
+
+    depths = {name: [row.depth for row in manifest.rows] for name, manifest in manifests.items()}
+    issues = [
+        ProtocolIssue(str(claim_path), None, f"claims.{found.index}", f"claim {found.claim_id} {found.message}")
+        for claim_path, claim_file in claim_files
+        for found in unwinnable_claims(claim_file, depths)
+    ]
+    if issues:
+        raise ProtocolError(issues)
+
+
+def _write(
+    store: Store, path: Path, protocol: Protocol, built: dict | None = None, *, power: bool = True
+) -> Registration:
+    """``power`` False: write a version as code before the power rule did (tests replaying old registrations)."""
     manifests = built if built is not None else build_manifests(protocol)
     claim_files = claim_files_of(path, protocol)
+    if power:
+        refuse_unwinnable(claim_files, manifests)
     sha = store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
     manifest_shas = {name: store.add_manifest(manifest, protocol_sha256=sha) for name, manifest in manifests.items()}
     from ledger.audit.as_registered import record_claim_file

@@ -117,9 +117,12 @@ class Runner(StageTraining):
 
     def _read_manifests(self) -> None:
         if not self.manifests:
+            from ledger.audit.preregistration import refuse_unwinnable
             from ledger.rows.builder import build_manifests
 
-            self.manifests = build_manifests(self.protocol)
+            manifests = build_manifests(self.protocol)
+            refuse_unwinnable(self.checked.claim_files, manifests)  # power at registration, before any write
+            self.manifests = manifests
             self.manifest_sha = {name: m.sha256 for name, m in self.manifests.items()}
 
     def _read_inputs(self) -> None:
@@ -157,6 +160,7 @@ class Runner(StageTraining):
             finally:
                 leave(self.world)
 
+        self._read_manifests()  # and power at registration: an unwinnable claim is refused before any write
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._start_log()
         url = self.db or default_db_url()

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from ledger.registry import Kind, Registry, check_union
 from ledger.spec.common import DepthRange, StrictModel
@@ -47,6 +47,18 @@ class RowFilter(StrictModel):
 
 
 class _ClaimCommon(StrictModel):
+    # Fields added after claims were first registered, with the default that means "not set": written out
+    # only when set, so that every claim registered before keeps its canonical form and hash.
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"audited_outcome": "supported"}
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_later_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for name, default in self.ADDED_LATER.items():
+            if name in data and data[name] == default:
+                del data[name]
+        return data
+
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     statement: str
     manifest: str
@@ -74,6 +86,7 @@ class PairedExactClaim(_ClaimCommon):
     direction: Literal["greater", "less", "two-sided"] = "greater"
     alpha: float = Field(default=0.05, gt=0, lt=1)
     loop: int | None = Field(default=None, ge=1, description="Read at this loop (e.g. 1) instead of the forced depth.")
+    ADDED_LATER: ClassVar[dict[str, Any]] = {**_ClaimCommon.ADDED_LATER, "loop": None}
 
 
 class AccuracyClaim(_ClaimCommon):
