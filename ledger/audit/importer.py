@@ -92,7 +92,12 @@ def import_release(
                     "prediction": record.prediction,
                     "correct": record.correct,
                     "score_margin": record.margin,
-                    "detail": {"rule": record.rule} if record.rule else None,
+                    "detail": {
+                        key: value
+                        for key, value in (("rule", record.rule), ("behavior", record.behavior))
+                        if value is not None
+                    }
+                    or None,
                 }
                 for record in records
             ]

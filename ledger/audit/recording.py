@@ -84,7 +84,7 @@ def record_outcomes(store: Store, report: VerifyReport) -> list[str]:
                 claim_id=pending.claim_key,
                 method=str(figures.get("alternative") or pending.statistic),
                 n=figures.get("n"),
-                estimate=_first_number(figures, ("difference", "accuracy", "net", "frontier")),
+                estimate=_first_number(figures, ("difference", "accuracy", "rate", "net", "frontier")),
                 ci_low=_first_number(figures, ("ci_low", "wilson_low")),
                 ci_high=_first_number(figures, ("ci_high", "wilson_high")),
                 p_value=result.p_value if result.p_value is None or result.p_value > 0 else None,

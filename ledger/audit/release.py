@@ -66,6 +66,17 @@ class ReleaseManifest(StrictModel):
     default_depth: int = Field(default=0, ge=0)
 
 
+Behavior = Literal["advance", "stay", "other"]
+
+
+class ReleaseBehavior(StrictModel):
+    """A cell above the diagonal (loop > depth) labelled by the release: its field and what each value means
+    (advance: the rule applied once more past the answer; stay: still the answer; other)."""
+
+    field: str
+    values: dict[str, Behavior] = Field(min_length=1)
+
+
 class ReleasePredictions(StrictModel):
     arm: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     manifest: str
@@ -80,6 +91,9 @@ class ReleasePredictions(StrictModel):
         default=None, description="Field holding the per-cell target (e.g. intermediate states); default: the row's."
     )
     scores: str | None = Field(default=None, description="Per-symbol scores, used for the margin.")
+    behavior: ReleaseBehavior | None = Field(
+        default=None, description="The release's label of each cell above the diagonal (persistence: advance / stay)."
+    )
     label: str = Field(default="", description="What produced these predictions (e.g. a checkpoint step).")
 
     @model_validator(mode="after")
@@ -136,6 +150,7 @@ class EvidenceRecord:
     tokens_generated: int | None = None
     latency_ms: float | None = None
     rule: str | None = None
+    behavior: str | None = None  # above the diagonal: advance, stay or other (``ReleaseBehavior``)
 
 
 @dataclass
@@ -372,4 +387,15 @@ def _evidence(spec: ReleasePredictions, record: dict, row: Row, where: str) -> E
         if len(ranked) >= 2:
             margin = ranked[0] - ranked[1]
     correct = None if target is None else prediction == target
-    return EvidenceRecord(row.row_id, spec.arm, loop, prediction, target, correct, margin=margin, rule=rule)
+    behavior = None
+    if spec.behavior is not None and loop is not None and loop > row.depth:
+        raw = _field(record, spec.behavior.field, where)
+        if raw not in spec.behavior.values:
+            known = ", ".join(sorted(spec.behavior.values))
+            raise ReleaseError(
+                f"{where}: field {spec.behavior.field!r} is {raw!r}, not one of the mapped labels ({known})"
+            )
+        behavior = spec.behavior.values[raw]
+    return EvidenceRecord(
+        row.row_id, spec.arm, loop, prediction, target, correct, margin=margin, rule=rule, behavior=behavior
+    )

@@ -302,6 +302,7 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
     for index, claim in enumerate(claims):
         at = ("claims", index)
         kind = STATISTICS[claim.statistic]
+        _runnable(kind, (*at, "statistic"), problems)
         manifest: Any = protocol.manifest(claim.manifest)
         by_loop = GENERATORS[manifest.generator].reading == "by_loop"
         if claim.rows.depths is not None and not by_loop:

@@ -119,6 +119,18 @@ class FrontierClaim(_ClaimCommon):
     direction: Literal["at_least", "at_most"] = "at_least"
 
 
+class PersistenceClaim(_ClaimCommon):
+    """Persistence after an outcome-only anneal, rows run past their depth (SPEC section 5): the share of active
+    cells (loop <= depth) whose state is the loop's intermediate symbol, or of the cells above the diagonal
+    (depth < loop) that advance one more hop, or stay on the answer, at least (or at most) a threshold."""
+
+    statistic: Literal["persistence"]
+    arm: str
+    cells: Literal["active", "advance", "stay"]
+    threshold: float = Field(ge=0, le=1)
+    direction: Literal["at_least", "at_most"] = "at_least"
+
+
 class GateClaim(_ClaimCommon):
     """A preregistered gate passed (or failed) for an arm."""
 
@@ -197,6 +209,15 @@ for _statistic in (
     ),
     StatisticKind("gate", GateClaim, "ledger.judge.claims:gate", "a recorded gate result", reads="gate"),
     StatisticKind(
+        "persistence",
+        PersistenceClaim,
+        "ledger.judge.persistence:persistence",
+        "active-cell accuracy, or the share of cells above the diagonal that advance or stay",
+        reads="cells",
+        not_runnable="a protocol's runs do not label cells above the diagonal yet (advance / stay); an external "
+        "audit reads the labels a release gives",
+    ),
+    StatisticKind(
         "paired_loss",
         PairedLossClaim,
         "ledger.judge.language_claims:paired_loss",
@@ -227,6 +248,7 @@ Claim = Annotated[
     | NonInferiorityClaim
     | FrontierClaim
     | GateClaim
+    | PersistenceClaim
     | PairedLossClaim
     | EqualFlopsClaim
     | TrainingStableClaim,

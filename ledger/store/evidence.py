@@ -38,6 +38,17 @@ class RowsUsed(Protocol):
     def rows(self) -> tuple[str, ...]: ...
 
 
+@dataclass(frozen=True)
+class Cell:
+    """One (row, loop) of an arm's latest checkpoint on a manifest, for persistence claims."""
+
+    row_id: str
+    depth: int
+    loop: int
+    correct: bool | None
+    behavior: str | None  # above the diagonal: advance, stay or other, where the evidence labels it
+
+
 @dataclass
 class StoreEvidence:
     store: Store
@@ -139,11 +150,28 @@ class StoreEvidence:
                     loop=part.loop,
                     protocol_sha256s=self.protocol_sha256s,
                 )
+            elif part.kind == "cells":
+                by_row = {r.row_id: r.id for r in self.records(part.arm, part.manifest) if r.loop == part.loop}
             else:
                 readings = self._outcome_readings(part.arm, part.manifest, part.loop, part.checkpoint)
                 by_row = {reading.row_id: reading.id for reading in readings}
             ids.update(by_row[row] for row in part.rows if row in by_row)
         return sorted(ids)
+
+    def cells(self, arm: str, manifest: str) -> list[Cell]:
+        """Every (row, loop) reading of the arm's latest checkpoint on the manifest, with its label."""
+        readings = self.records(arm, manifest)
+        details = self.store.evidence_details(reading.id for reading in readings)
+        return [
+            Cell(
+                reading.row_id,
+                int(reading.depth),
+                int(reading.loop),
+                None if reading.correct is None else bool(reading.correct),
+                details.get(reading.id, {}).get("behavior"),
+            )
+            for reading in readings
+        ]
 
     def depth_counts(self, arm: str, manifest: str) -> dict[int, tuple[int, int]] | None:
         """The latest imported per-depth summary of the arm on that manifest id, in scope."""

@@ -256,6 +256,19 @@ class EvidenceReads(StoreBase):
                     found[row_id] = (int(evidence_id), float(measured["nats"]), int(measured["tokens"]))
         return found
 
+    def evidence_details(self, evidence_ids: Iterable[int]) -> dict[int, dict]:
+        """evidence id -> its ``detail_json`` parsed (readings without one are left out)."""
+        e = table("evidence")
+        ids = sorted(set(evidence_ids))
+        found: dict[int, dict] = {}
+        with self._read() as conn:
+            for start in range(0, len(ids), 500):  # within every backend's bound-parameter limit
+                stmt = select(e.c.id, e.c.detail_json).where(e.c.id.in_(ids[start : start + 500]))
+                for evidence_id, detail in conn.execute(stmt):
+                    if detail:
+                        found[int(evidence_id)] = json.loads(detail)
+        return found
+
     def rows_read(self) -> list[RowRead]:
         """Every (protocol version, manifest, row) some run has evidence on, imported releases included."""
         e, u = table("evidence"), table("runs")

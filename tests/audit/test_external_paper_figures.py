@@ -1,5 +1,5 @@
-"""The external audit re-derives the paper's ARC guardrail family and the N24 frontiers at both steps and
-three bars, each checked here against the paper's figure or an independent computation straight from the
+"""The external audit re-derives the paper's ARC guardrail family, the N24 frontiers at both steps and
+three bars, and persistence (active / advance / stay), each checked here against the paper's figure or an independent computation straight from the
 released files (json, scipy's exact binomial test, a hand-written interpolation), never from the ledger."""
 
 from __future__ import annotations
@@ -109,3 +109,22 @@ def test_the_n24_frontiers_at_both_steps_and_three_bars(audit, claim_id, index, 
     assert claim["figures"]["ratio"] == pytest.approx(_frontier(accuracy, bar) / 12, rel=1e-12)
     if claim_id == "n24_support12_frontier":
         assert round(claim["figures"]["frontier"], 2) == 17.93  # the paper's figure
+
+
+@pytest.mark.parametrize("cells,label", [("active", None), ("advance", "iterate"), ("stay", "hold")])
+def test_persistence_active_advance_stay(audit, cells, label):
+    """Active cells re-derived from prediction and per-cell target; above the diagonal, the release's labels."""
+    _, report = audit
+    with (REFERENCE / "persistence" / "anneal_heldout_active_rows.jsonl").open(encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines]
+    if cells == "active":
+        counted = [row for row in rows if row["forced_loop_count"] <= row["depth"]]
+        hits = [row for row in counted if row["prediction"] == row["target"]]
+    else:
+        counted = [row for row in rows if row["forced_loop_count"] > row["depth"]]
+        hits = [row for row in counted if row["above_diagonal_behavior"] == label]
+    figures = by_id(report)[f"persistence_{cells}"]["figures"]
+    assert (figures["count"], figures["n"]) == (len(hits), len(counted))
+    # the paper's figures (SPEC section 8): 625/640 active, 357/384 advance, 1/384 stay
+    assert (figures["count"], figures["n"]) == {"active": (625, 640), "advance": (357, 384), "stay": (1, 384)}[cells]
+    assert figures["reported_agrees"] is True
