@@ -15,13 +15,13 @@ from ledger.cli.common import EXIT_OK, EXIT_REFUSED, CommandError, _store, err, 
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    from ledger.audit.preregistration import RegistrationRefused, refuse_unwinnable, register
+    from ledger.audit.preregistration import RegistrationRefused, register
     from ledger.rows.builder import build_manifests
     from ledger.spec.check import check_protocol_file
 
     checked = check_protocol_file(args.protocol)  # refused before the database is opened (or created)
     manifests = build_manifests(checked.protocol)
-    refuse_unwinnable(checked.claim_files, manifests)  # power at registration, also before the database
+    _preflight(checked, manifests)  # power and the reader's calibration, also before the database
     with _store(args) as store:
         try:
             registration = register(store, args.protocol, checked, manifests)
@@ -37,13 +37,22 @@ def cmd_register(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _preflight(checked, manifests) -> None:
+    from ledger.run.preflight import CalibrationRefused, preflight
+
+    try:
+        preflight(checked, manifests)
+    except CalibrationRefused as exc:
+        raise CommandError(str(exc)) from None
+
+
 def cmd_deviate(args: argparse.Namespace) -> int:
-    from ledger.audit.preregistration import RegistrationRefused, deviate, refuse_unwinnable
+    from ledger.audit.preregistration import RegistrationRefused, deviate
     from ledger.rows.builder import build_manifests
     from ledger.spec.check import check_protocol_file
 
     checked = check_protocol_file(args.protocol)
-    refuse_unwinnable(checked.claim_files, build_manifests(checked.protocol))  # the new version's claims
+    _preflight(checked, build_manifests(checked.protocol))  # the new version's claims and rows
     with _store(args) as store:
         try:
             old, new, changes = deviate(store, args.protocol, reason=args.reason, timing=args.timing, checked=checked)

@@ -117,11 +117,11 @@ class Runner(StageTraining):
 
     def _read_manifests(self) -> None:
         if not self.manifests:
-            from ledger.audit.preregistration import refuse_unwinnable
             from ledger.rows.builder import build_manifests
+            from ledger.run.preflight import preflight
 
             manifests = build_manifests(self.protocol)
-            refuse_unwinnable(self.checked.claim_files, manifests)  # power at registration, before any write
+            preflight(self.checked, manifests)  # power and the reader's calibration, before any write
             self.manifests = manifests
             self.manifest_sha = {name: m.sha256 for name, m in self.manifests.items()}
 
@@ -160,7 +160,9 @@ class Runner(StageTraining):
             finally:
                 leave(self.world)
 
-        self._read_manifests()  # and power at registration: an unwinnable claim is refused before any write
+        # the manifests, power at registration and the reader calibrated with each base's tokenizer: a
+        # refusal here leaves no folder and no database behind
+        self._read_inputs()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._start_log()
         url = self.db or default_db_url()
@@ -250,6 +252,9 @@ class Runner(StageTraining):
                 raise ValueError(
                     f"{self.protocol_path}: base {name!r} cannot read this protocol's answers: {exc}"
                 ) from None
+            from ledger.run.preflight import calibrate_reader
+
+            calibrate_reader(readers[-1], self.protocol, self.manifests, f"{self.protocol_path} (base {name!r})")
         self.readers = dict(zip(sorted(names), readers))
         return readers[0]
 
