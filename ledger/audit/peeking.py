@@ -8,6 +8,10 @@ the same problems.
 
 The rules, checked at every registration and at the start of every run:
 
+The frozen rows of a confirmatory protocol: every manifest of role ``eval``, and every other manifest (a
+guardrail's, e.g. Tier-1) that one of its claims reads, except training data and a gate claim's
+development rows. Other ledgers (``also``: a team's tuning ledgers, ``--also-db``) are consulted as well.
+
 1. **A confirmatory protocol registers only fresh evaluation rows**: no run of any other protocol
    (whatever its ``purpose`` says; an imported release included) and no run of an exploratory
    version of the same protocol has evidence on one of their problems. Earlier confirmatory versions
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ledger.audit.preregistration import RegistrationRefused
 from ledger.canonical import canonical_json, sha256_hex
@@ -95,15 +100,30 @@ def _own_history(store: Store, protocol: Protocol) -> set[str]:
     return {version.sha256 for version in versions if _purpose(version) == "confirmatory"} | {protocol.sha256}
 
 
-def refuse_read_evaluation(store: Store, protocol: Protocol, manifests: Mapping[str, Manifest]) -> None:
-    """Rule 1: a confirmatory protocol's evaluation rows pose no problem another run has read."""
+def frozen_manifest_ids(manifest_roles: Mapping[str, str], claims: Iterable[Any]) -> list[str]:
+    """The manifests whose rows are frozen: role eval, and any other its (non-gate) claims read, training excepted."""
+    claimed = {claim["manifest"] for claim in claims if claim.get("statistic") != "gate"}
+    return [name for name, role in manifest_roles.items() if role == "eval" or (name in claimed and role != "train")]
+
+
+def refuse_read_evaluation(
+    store: Store,
+    protocol: Protocol,
+    manifests: Mapping[str, Manifest],
+    claims: Iterable[Any] = (),
+    also: Iterable[Store] = (),
+) -> None:
+    """Rule 1: a confirmatory protocol's frozen rows (``claims``: its claim specs, as dicts) pose no problem
+    another run has read, in this ledger or in ``also``."""
     if protocol.purpose != "confirmatory":
         return
-    evaluation = [spec.id for spec in protocol.manifests if spec.role == "eval"]
-    if not evaluation:
+    frozen = frozen_manifest_ids({spec.id: spec.role for spec in protocol.manifests}, claims)
+    if not frozen:
         return
-    read = problems_read(store, skip=_own_history(store, protocol))
-    for manifest_id in evaluation:
+    read: dict[str, ReadProblem] = {}
+    for ledger in (*also, store):
+        read.update(problems_read(ledger, skip=_own_history(ledger, protocol)))
+    for manifest_id in frozen:
         hits = [(row, read[key]) for row in manifests[manifest_id].rows if (key := problem_key(row)) in read]
         if hits:
             row, first = hits[0]
@@ -116,27 +136,34 @@ def refuse_read_evaluation(store: Store, protocol: Protocol, manifests: Mapping[
 
 
 def confirmatory_evaluation_problems(store: Store) -> dict[str, str]:
-    """problem key -> 'protocol/manifest' of every registered confirmatory protocol's evaluation rows."""
+    """problem key -> 'protocol/manifest' of every registered confirmatory protocol's frozen rows."""
     keys = _ManifestKeys(store)
     found: dict[str, str] = {}
+    claims_of: dict[str | None, list[Any]] = {}
+    for claim in store.claims():
+        claims_of.setdefault(claim.protocol_sha256, []).append(claim.spec())
     for protocol in store.protocols(release=False):
         document = protocol.document() or {}
         if document.get("purpose", "confirmatory") != "confirmatory":
             continue
-        for spec in document.get("manifests") or []:
-            if spec.get("role") != "eval":
-                continue
-            for manifest in store.manifests_of([protocol.sha256], name=spec.get("id")):
+        roles = {spec.get("id"): spec.get("role") for spec in document.get("manifests") or []}
+        for manifest_id in frozen_manifest_ids(roles, claims_of.get(protocol.sha256, [])):
+            for manifest in store.manifests_of([protocol.sha256], name=manifest_id):
                 for key in keys.of(manifest.sha256).values():
-                    found.setdefault(key, f"{protocol.name}/{spec.get('id')}")
+                    found.setdefault(key, f"{protocol.name}/{manifest_id}")
     return found
 
 
-def refuse_exploratory_peek(store: Store, protocol: Protocol, manifests: Mapping[str, Manifest]) -> None:
-    """Rule 2: an exploratory protocol's rows pose no problem of a registered confirmatory evaluation."""
+def refuse_exploratory_peek(
+    store: Store, protocol: Protocol, manifests: Mapping[str, Manifest], also: Iterable[Store] = ()
+) -> None:
+    """Rule 2: an exploratory protocol's rows pose no problem of a registered confirmatory protocol's frozen
+    rows, in this ledger or in ``also``."""
     if protocol.purpose != "exploratory":
         return
-    frozen = confirmatory_evaluation_problems(store)
+    frozen: dict[str, str] = {}
+    for ledger in (*also, store):
+        frozen.update(confirmatory_evaluation_problems(ledger))
     if not frozen:
         return
     for manifest_id, manifest in manifests.items():

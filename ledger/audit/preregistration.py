@@ -79,12 +79,18 @@ def registration_of(store: Store, protocol: Protocol) -> str:
     )
 
 
-def _refuse_peeking(store: Store, protocol: Protocol, manifests: dict) -> None:
-    """``ledger.audit.peeking``'s rules, before anything of a registration is written."""
+def _refuse_peeking(store: Store, path: Path, protocol: Protocol, manifests: dict, also: tuple = ()) -> None:
+    """``ledger.audit.peeking``'s rules, before anything of a registration is written (``also``: other ledgers,
+    e.g. a team's tuning ledgers, consulted too)."""
     from ledger.audit.peeking import refuse_exploratory_peek, refuse_read_evaluation  # it builds on this module
 
-    refuse_read_evaluation(store, protocol, manifests)
-    refuse_exploratory_peek(store, protocol, manifests)
+    claims = [
+        claim.model_dump(mode="json", by_alias=True)
+        for _, claim_file in claim_files_of(path, protocol)
+        for claim in claim_file.claims
+    ]
+    refuse_read_evaluation(store, protocol, manifests, claims, also)
+    refuse_exploratory_peek(store, protocol, manifests, also)
 
 
 def refuse_unwinnable(claim_files: list[tuple[Path, ClaimFile]], manifests: dict) -> None:
@@ -138,21 +144,28 @@ def _write(
 
 
 def register(
-    store: Store, path: str | Path, checked: CheckedProtocol | None = None, manifests: dict | None = None
+    store: Store,
+    path: str | Path,
+    checked: CheckedProtocol | None = None,
+    manifests: dict | None = None,
+    also: tuple = (),
 ) -> Registration:
     """Register a protocol before any result; refuses a silently changed protocol.
 
     ``checked``: the protocol already passed through ``check_protocol_file`` by the caller (who checks
     before opening the database), so that it is not loaded and checked twice; ``manifests``: its manifests
-    as the caller already built them (``build_manifests``), so that they are not built twice."""
+    as the caller already built them (``build_manifests``), so that they are not built twice; ``also``: other
+    ledgers (stores) whose runs the peeking rules consult too."""
     path = Path(path)
     protocol = (checked or check_protocol_file(path)).protocol  # complete validation before anything is written
     # one registration at a time: a second process registering the same file waits, then finds it registered
     with store.exclusive("registration"):
-        return _register_once(store, path, protocol, manifests)
+        return _register_once(store, path, protocol, manifests, also)
 
 
-def _register_once(store: Store, path: Path, protocol: Protocol, manifests: dict | None) -> Registration:
+def _register_once(
+    store: Store, path: Path, protocol: Protocol, manifests: dict | None, also: tuple = ()
+) -> Registration:
     versions = registered_versions(store, protocol.name)
     if any(version.sha256 == protocol.sha256 for version in versions):
         manifests = {manifest.name: manifest.sha256 for manifest in store.manifests_of([protocol.sha256])}
@@ -164,7 +177,7 @@ def _register_once(store: Store, path: Path, protocol: Protocol, manifests: dict
             "a change to a registered protocol is a deviation (`ledger deviate`)"
         )
     manifests = manifests if manifests is not None else build_manifests(protocol)
-    _refuse_peeking(store, protocol, manifests)
+    _refuse_peeking(store, path, protocol, manifests, also)
     return _write(store, path, protocol, manifests)
 
 
@@ -221,7 +234,7 @@ def _deviate_once(
             )
     changes = diff_items(json.loads(previous.canonical_json), json.loads(protocol.canonical()))
     manifests = build_manifests(protocol)  # refuse a contaminated or unbuildable revision before writing anything
-    _refuse_peeking(store, protocol, manifests)
+    _refuse_peeking(store, path, protocol, manifests)
     # The deviations point at the new version, so its canonical document goes in first;
     # its manifests, claims and registration entry follow the deviations.
     store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -22,9 +23,11 @@ def cmd_register(args: argparse.Namespace) -> int:
     checked = check_protocol_file(args.protocol)  # refused before the database is opened (or created)
     manifests = build_manifests(checked.protocol)
     _preflight(checked, manifests)  # power and the reader's calibration, also before the database
-    with _store(args) as store:
+    with contextlib.ExitStack() as stack:
+        also = _other_ledgers(stack, args.also_db)  # an --also-db that cannot be read: before the ledger too
+        store = stack.enter_context(_store(args))
         try:
-            registration = register(store, args.protocol, checked, manifests)
+            registration = register(store, args.protocol, checked, manifests, also)
         except RegistrationRefused as exc:
             raise CommandError(str(exc), EXIT_REFUSED) from None
         verb = "already registered" if registration.already else "registered"
@@ -35,6 +38,15 @@ def cmd_register(args: argparse.Namespace) -> int:
         root, size = store.head()
         out.print(f"ledger head {root}:{size}")
     return EXIT_OK
+
+
+def _other_ledgers(stack: contextlib.ExitStack, urls: list[str] | None) -> tuple:
+    from ledger.store import StoreError, open_other_ledgers
+
+    try:
+        return stack.enter_context(open_other_ledgers(urls or []))
+    except StoreError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _preflight(checked, manifests) -> None:

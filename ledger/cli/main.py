@@ -53,6 +53,13 @@ __all__ = [
 # ----------------------------------------------------------------------------- parser
 
 
+ALSO_DB_HELP = (
+    "another ledger whose runs the peeking rules consult too (a team's tuning ledgers), read-only; repeat it for "
+    "several. A confirmatory protocol's frozen rows (its eval manifests and every other manifest its claims "
+    "read) may pose no problem a run there read; an exploratory protocol may read none of theirs"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ledger",
@@ -120,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     register.add_argument("protocol", help="protocol YAML file")
+    register.add_argument("--also-db", action="append", metavar="URL", help=ALSO_DB_HELP)
     register.set_defaults(handler=cmd_register)
 
     deviate = with_db(
@@ -254,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         "else ./runs, or $LEDGER_ARTIFACTS)",
     )
     run.add_argument("--resume", action="store_true", help="continue a run from what the ledger already holds")
+    run.add_argument("--also-db", action="append", metavar="URL", help=ALSO_DB_HELP)
     run.add_argument("--arms", help="comma-separated arm ids to run (default: all)")
     run.add_argument(
         "--parallel",

@@ -61,8 +61,10 @@ class Runner(StageTraining):
         device: str | None = None,
         artifacts: str | Path | None = None,
         judge: bool = True,
+        also_db: list[str] | None = None,
     ):
         self.protocol_path = Path(protocol_path)
+        self.also_db = list(also_db or [])  # other ledgers (a team's tuning ledgers) the peeking rules consult
         # complete validation before anything is written: the database is not even opened
         self.checked = check_protocol_file(self.protocol_path)
         self.protocol = self.checked.protocol
@@ -142,7 +144,7 @@ class Runner(StageTraining):
         from arms.device import resolve_device
         from arms.train.distributed import leave, rank_device, world_from_env
         from ledger.audit.preregistration import register, registration_of
-        from ledger.store import default_db_url, open_store
+        from ledger.store import default_db_url, open_other_ledgers, open_store
         from ledger.store.objects import ArtifactStore, default_artifact_root
 
         # before anything is written: a missing GPU is bad input
@@ -160,9 +162,11 @@ class Runner(StageTraining):
             finally:
                 leave(self.world)
 
-        # the manifests, power at registration and the reader calibrated with each base's tokenizer: a
-        # refusal here leaves no folder and no database behind
+        # the manifests, power at registration and the reader calibrated with each base's tokenizer, and every
+        # --also-db readable: a refusal here leaves no folder and no database behind
         self._read_inputs()
+        with open_other_ledgers(self.also_db):
+            pass
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._start_log()
         url = self.db or default_db_url()
@@ -180,12 +184,14 @@ class Runner(StageTraining):
 
     def _run_main(self, register, registration_of) -> RunResult:
         self._read_inputs()
-        register(self.store, self.protocol_path, self.checked, self.manifests)
-        self.sha = registration_of(self.store, self.protocol)
-        # a tuning run reads no frozen evaluation problem, even of a protocol registered after this one
         from ledger.audit.peeking import refuse_exploratory_peek
+        from ledger.store import open_other_ledgers
 
-        refuse_exploratory_peek(self.store, self.protocol, self.manifests)
+        with open_other_ledgers(self.also_db) as also:
+            register(self.store, self.protocol_path, self.checked, self.manifests, also)
+            self.sha = registration_of(self.store, self.protocol)
+            # a tuning run reads no frozen evaluation problem, even of a protocol registered after this one
+            refuse_exploratory_peek(self.store, self.protocol, self.manifests, also)
         log.info("protocol %s registered as %s", self.protocol.name, self.sha)
         outcomes = [self._run_arm_with_ranks(self.protocol.arm(arm_id)) for arm_id in self.arm_ids]
         self.world.tell(("finished",))  # the other ranks are done: what follows only reads and records

@@ -27,6 +27,7 @@ from ledger.store.chain import (
     Store,
     check_read_only_sql,
     entry_hash,
+    open_other_ledgers,
     open_store,
     utc_now,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "make_engine",
     "merkle_root",
     "merkle_root_hex",
+    "open_other_ledgers",
     "open_store",
     "upgrade",
     "utc_now",

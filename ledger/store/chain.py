@@ -15,6 +15,8 @@ See docs/schema.md for the chain construction.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy.exc import DBAPIError
@@ -80,6 +82,23 @@ class Store(
     ReadOnlySQL,
 ):
     """A ledger database. Create with ``open_store(url)``."""
+
+
+@contextmanager
+def open_other_ledgers(urls: Iterable[str]) -> Iterator[tuple[Store, ...]]:
+    """Other ledgers (a team's tuning ledgers, ``--also-db``), read-only, closed on exit; a missing or unreadable
+    one raises ``StoreError`` (or ``DatabaseUnavailable``) naming it."""
+    opened: list[Store] = []
+    try:
+        for url in urls:
+            try:
+                opened.append(open_store(url, read_only=True))
+            except StoreError as exc:
+                raise StoreError(f"--also-db {display_url(url)}: {exc}") from None
+        yield tuple(opened)
+    finally:
+        for store in opened:
+            store.close()
 
 
 def open_store(url: str | None = None, create: bool = True, *, read_only: bool = False) -> Store:
