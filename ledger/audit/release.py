@@ -52,8 +52,8 @@ class RowFields(StrictModel):
 class ReleaseManifest(StrictModel):
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     file: str
-    task: Literal["rule_chasing", "arithmetic", "multiple_choice_qa"] = "rule_chasing"
-    surface: Literal["symbolic", "relay", "pointer", "multiple_choice"] = "symbolic"
+    task: Literal["rule_chasing", "arithmetic", "multiple_choice_qa", "word_problem"] = "rule_chasing"
+    surface: Literal["symbolic", "relay", "pointer", "multiple_choice", "word_problem"] = "symbolic"
     fields: RowFields
     symbols_from: Literal["table", "scores", "choices"] = Field(
         default="table", description="Where a row's answer vocabulary comes from."

@@ -17,6 +17,7 @@ import argparse
 import sys
 
 from ledger.cli.common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, CommandError, err, out
+from ledger.cli.harness_command import add_parser as add_harness_parser
 from ledger.cli.ledger_commands import (
     cmd_db_upgrade,
     cmd_deviate,
@@ -214,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_transparency_parsers(commands, with_db)  # key, head, prove, verify-proof
     add_serve_parser(commands, with_db)
+    add_harness_parser(commands)
 
     query = with_db(
         commands.add_parser(
