@@ -102,7 +102,12 @@ def _own_history(store: Store, protocol: Protocol) -> set[str]:
 
 def frozen_manifest_ids(manifest_roles: Mapping[str, str], claims: Iterable[Any]) -> list[str]:
     """The manifests whose rows are frozen: role eval, and any other its (non-gate) claims read, training excepted."""
-    claimed = {claim["manifest"] for claim in claims if claim.get("statistic") != "gate"}
+    claimed = {
+        name
+        for claim in claims
+        if claim.get("statistic") != "gate"
+        for name in (claim["manifest"], *(claim.get("manifests") or {}).values())
+    }
     return [name for name, role in manifest_roles.items() if role == "eval" or (name in claimed and role != "train")]
 
 

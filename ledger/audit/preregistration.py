@@ -17,7 +17,7 @@ from typing import Any
 from ledger.canonical import sha256_file
 from ledger.rows.builder import build_manifests
 from ledger.spec.check import CheckedProtocol, check_protocol_file
-from ledger.spec.claims import ClaimFile, check_claims_against, load_claims
+from ledger.spec.claims import ClaimFile, check_claims_against, claim_manifests, load_claims
 from ledger.spec.loader import ProtocolError, ProtocolIssue
 from ledger.spec.protocol import Protocol
 from ledger.store import Store
@@ -278,7 +278,7 @@ def claim_depends_on(claim: Any, item: str) -> bool:
     if head == "arms":
         return len(parts) > 1 and parts[1] in named
     if head == "manifests":
-        return len(parts) > 1 and parts[1] == claim.manifest
+        return len(parts) > 1 and parts[1] in claim_manifests(claim)
     if head == "gates":
         return len(parts) > 1 and parts[1] == getattr(claim, "gate", None)
     return True  # seed, bases, schema: everything downstream may move

@@ -35,7 +35,7 @@ from ledger.audit.verdicts import (
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.judge.claim_files import evaluate_claims
 from ledger.judge.claims import ClaimResult
-from ledger.spec.claims import ClaimFile, claim_subjects, load_claims
+from ledger.spec.claims import ClaimFile, claim_manifests, claim_subjects, load_claims, manifest_of
 from ledger.spec.loader import ProtocolError
 from ledger.store import Store
 from ledger.store.evidence import StoreEvidence
@@ -283,9 +283,10 @@ def _verdict(
     elif registered.spec_sha256 != sha256_hex(canonical_json(spec)):
         changed = "; ".join(spec_changes(registered.spec(), spec))
         problems.append(("tampered", f"claim {claim.id} in {path} differs from its preregistered spec ({changed})"))
-    manifest_sha = evidence.manifest_sha256(claim.manifest)
-    if manifest_sha is not None:
-        problems.extend(("tampered", message) for message in integrity.manifest_problems(manifest_sha))
+    for manifest in claim_manifests(claim):
+        manifest_sha = evidence.manifest_sha256(manifest)
+        if manifest_sha is not None:
+            problems.extend(("tampered", message) for message in integrity.manifest_problems(manifest_sha))
     arms = list(getattr(claim, "arms", ()) or ()) + ([claim.arm] if getattr(claim, "arm", None) else [])
     problems.extend(_evidence_problems(store, claim, arms, registered, evidence, integrity))
     for deviation in scope.deviations:
@@ -307,9 +308,14 @@ def _verdict(
         and result.outcome != "unverifiable"
     ):
         inputs = tuple(
-            {"role": f"arm{index}:{sha[:12]}", "arm": arm, "checkpoint_sha256": sha, "manifest_sha256": manifest_sha}
+            {
+                "role": f"arm{index}:{sha[:12]}",
+                "arm": arm,
+                "checkpoint_sha256": sha,
+                "manifest_sha256": evidence.manifest_sha256(manifest_of(claim, arm)),
+            }
             for index, arm in enumerate(arms)
-            for sha in sorted(evidence.checkpoints_used(arm, claim.manifest))
+            for sha in sorted(evidence.checkpoints_used(arm, manifest_of(claim, arm)))
         )
         verdict.recordable = FirstOutcome(
             key,
@@ -331,10 +337,10 @@ def _evidence_problems(
     problems: list[Finding] = []
     first_evidence_seq = None
     for arm in arms:
-        seqs = [reading.entry_seq for reading in evidence.records(arm, claim.manifest)]
+        seqs = [reading.entry_seq for reading in evidence.records(arm, manifest_of(claim, arm))]
         if seqs:
             first_evidence_seq = min(seqs) if first_evidence_seq is None else min(first_evidence_seq, *seqs)
-        for sha in sorted(evidence.checkpoints_used(arm, claim.manifest)):
+        for sha in sorted(evidence.checkpoints_used(arm, manifest_of(claim, arm))):
             status = integrity.checkpoint_status(sha)
             if status is not None:
                 problems.append(status)

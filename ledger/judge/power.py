@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.judge.noninferiority import tango_noninferiority
-from ledger.spec.claims import ClaimFile
+from ledger.spec.claims import ClaimFile, manifest_of
 
 LARGEST_SEARCH = 10_000_000  # rows: past this a claim is unwinnable in any budget ledger check allows
 
@@ -75,6 +75,11 @@ def unwinnable_claims(claim_file: ClaimFile, depths_by_manifest: Mapping[str, Se
     manifest's row depths (one entry per row)."""
     found = []
     for index, claim in enumerate(claim_file.claims):
+        if claim.statistic == "support_scaling":
+            short = _support_too_shallow(claim, depths_by_manifest)
+            if short is not None:
+                found.append(Unwinnable(claim.id, index, short))
+            continue
         depths = list(depths_by_manifest.get(claim.manifest, ()))
         if claim.rows.depths is not None:
             low, high = claim.rows.depths
@@ -85,6 +90,21 @@ def unwinnable_claims(claim_file: ClaimFile, depths_by_manifest: Mapping[str, Se
         if message is not None:
             found.append(Unwinnable(claim.id, index, message))
     return found
+
+
+def _support_too_shallow(claim: Any, depths_by_manifest: Mapping[str, Sequence[int]]) -> str | None:
+    """A support-scaling claim whose rows for some arm stop short of threshold x support: that arm's frontier
+    (at most its deepest row) cannot reach the ratio."""
+    for arm, support in zip(claim.arms, claim.supports):
+        depths = depths_by_manifest.get(manifest_of(claim, arm), ())
+        if depths and max(depths) / support < claim.threshold:
+            need = math.ceil(claim.threshold * support)
+            return (
+                f"cannot be supported: arm {arm}'s rows reach depth {max(depths)}, so its frontier / support is at "
+                f"most {max(depths)}/{support} = {max(depths) / support:.3f} < {claim.threshold}; it needs rows of "
+                f"depth {need} or more"
+            )
+    return None
 
 
 def _best_case(claim_file: ClaimFile, claim: Any, depths: list[int]) -> str | None:

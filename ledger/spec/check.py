@@ -17,7 +17,7 @@ from typing import Any
 
 from ledger.spec.arms import ARM_KINDS, BRIDGES, BUDGETS, OBJECTIVES, RECURRENCES
 from ledger.spec.bases import actual_layers
-from ledger.spec.claims import STATISTICS, ClaimFile, check_claims_against, load_claims
+from ledger.spec.claims import STATISTICS, ClaimFile, check_claims_against, load_claims, manifest_of
 from ledger.spec.gates import GATE_KINDS
 from ledger.spec.loader import ProtocolError, ProtocolIssue, load_protocol, locate
 from ledger.spec.manifests import GENERATORS
@@ -337,17 +337,19 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
                     problems.append((at, f"arm {arm_id!r} records no training curve: give a stage checkpoint_every"))
         for arm_id in [*getattr(claim, "arms", ()), *([claim.arm] if hasattr(claim, "arm") else [])]:
             loop = per_arm.get(arm_id, loop)
-            found = evidence_loops(protocol, arm_id, claim.manifest)
+            read_on = manifest_of(claim, arm_id)
+            if read_on != claim.manifest and GENERATORS[protocol.manifest(read_on).generator].reading != "by_loop":
+                problems.append(((*at, "manifests"), f"a {claim.statistic} claim needs rows with depths: {read_on!r}"))
+            found = evidence_loops(protocol, arm_id, read_on)
             if found is None:
-                problems.append((at, f"the protocol writes no evidence of arm {arm_id!r} on {claim.manifest!r}"))
+                problems.append((at, f"the protocol writes no evidence of arm {arm_id!r} on {read_on!r}"))
             elif loop is None and not found[1]:
-                problems.append((at, f"arm {arm_id!r} is not read at every row's final loop on {claim.manifest!r}"))
+                problems.append((at, f"arm {arm_id!r} is not read at every row's final loop on {read_on!r}"))
             elif loop is not None and loop not in found[0]:
                 problems.append(
                     (
                         (*at, "loop"),
-                        f"arm {arm_id!r} is never read at loop {loop} on {claim.manifest!r} "
-                        f"(read at {sorted(found[0])})",
+                        f"arm {arm_id!r} is never read at loop {loop} on {read_on!r} (read at {sorted(found[0])})",
                     )
                 )
     return problems

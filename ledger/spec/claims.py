@@ -119,6 +119,42 @@ class FrontierClaim(_ClaimCommon):
     direction: Literal["at_least", "at_most"] = "at_least"
 
 
+class SupportScalingClaim(_ClaimCommon):
+    """Frontier / support across training supports (the paper's support scaling): each arm's frontier at the
+    bar divided by its training support's top depth; every ratio at least ``threshold``, and the supports' mean
+    ratios (arms at one support are seeds: each shown, their mean the support's ratio) spread (max - min) at
+    most ``max_spread``. An arm may be read on its own manifest (``manifests``; e.g. N24 rows for support 12)."""
+
+    statistic: Literal["support_scaling"]
+    arms: tuple[str, ...] = Field(min_length=2)
+    supports: tuple[int, ...] = Field(description="Each arm's training support (top training depth), in order.")
+    manifests: dict[str, str] = Field(
+        default_factory=dict, description="arm -> the manifest it is read on, where it is not `manifest`."
+    )
+    bar: float = Field(default=0.71, gt=0, lt=1)
+    threshold: float = Field(gt=0)
+    max_spread: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _members(self) -> SupportScalingClaim:
+        if len(self.supports) != len(self.arms):
+            raise _located(
+                f"{len(self.arms)} arms but {len(self.supports)} supports: one support per arm", ["supports"]
+            )
+        if any(support < 1 for support in self.supports):
+            raise _located("a support is a depth: 1 or more", ["supports"])
+        if len(set(self.arms)) != len(self.arms):
+            raise _located("an arm is named twice", ["arms"])
+        if len(set(self.supports)) < 2:
+            raise _located("support scaling needs arms at two supports or more", ["supports"])
+        unknown = sorted(set(self.manifests) - set(self.arms))
+        if unknown:
+            raise _located(f"manifests names {unknown[0]!r}, not one of the claim's arms", ["manifests"])
+        if self.rows.depths is not None:
+            raise _located("a support-scaling frontier is read over every evaluated depth: no depth filter", ["rows"])
+        return self
+
+
 class PersistenceClaim(_ClaimCommon):
     """Persistence after an outcome-only anneal, rows run past their depth (SPEC section 5): the share of active
     cells (loop <= depth) whose state is the loop's intermediate symbol, or of the cells above the diagonal
@@ -207,6 +243,13 @@ for _statistic in (
         "frontier depth / training support",
         reads="per_depth",
     ),
+    StatisticKind(
+        "support_scaling",
+        SupportScalingClaim,
+        "ledger.judge.support_scaling:support_scaling",
+        "frontier / support across training supports: every ratio and their spread",
+        reads="per_depth",
+    ),
     StatisticKind("gate", GateClaim, "ledger.judge.claims:gate", "a recorded gate result", reads="gate"),
     StatisticKind(
         "persistence",
@@ -247,6 +290,7 @@ Claim = Annotated[
     | AccuracyClaim
     | NonInferiorityClaim
     | FrontierClaim
+    | SupportScalingClaim
     | GateClaim
     | PersistenceClaim
     | PairedLossClaim
@@ -342,8 +386,9 @@ def check_claims_against(claims: ClaimFile, protocol: Protocol, file: str) -> li
     gates = {gate.id for gate in protocol.gates}
     for index, claim in enumerate(claims.claims):
         where = f"claims.{index}"
-        if claim.manifest not in manifests:
-            issues.append(ProtocolIssue(file, None, f"{where}.manifest", f"unknown manifest {claim.manifest!r}"))
+        for manifest in claim_manifests(claim):
+            if manifest not in manifests:
+                issues.append(ProtocolIssue(file, None, f"{where}.manifest", f"unknown manifest {manifest!r}"))
         named = list(getattr(claim, "arms", ())) + ([claim.arm] if hasattr(claim, "arm") else [])
         for arm in named:
             # A base is read as its own arm, "base:NAME" (the reference of guardrails).
@@ -361,3 +406,14 @@ def claim_subjects(claim: Any) -> tuple[str, ...]:
         return tuple(arms)
     arm = getattr(claim, "arm", None)
     return (arm,) if arm else ()
+
+
+def manifest_of(claim: Any, arm: str) -> str:
+    """The manifest a claim reads ``arm`` on: its ``manifest``, unless the claim names another for that arm."""
+    return str(getattr(claim, "manifests", {}).get(arm, claim.manifest))
+
+
+def claim_manifests(claim: Any) -> tuple[str, ...]:
+    """Every manifest a claim reads, its ``manifest`` first."""
+    others = [m for m in getattr(claim, "manifests", {}).values() if m != claim.manifest]
+    return tuple(dict.fromkeys([claim.manifest, *others]))
