@@ -24,7 +24,8 @@ def cmd_register(args: argparse.Namespace) -> int:
     manifests = build_manifests(checked.protocol)
     _preflight(checked, manifests)  # power and the reader's calibration, also before the database
     with contextlib.ExitStack() as stack:
-        also = _other_ledgers(stack, args.also_db)  # an --also-db that cannot be read: before the ledger too
+        # --also-db and the project's tuning ledgers (ledger-project.yaml): unreadable ones before the ledger too
+        also = _other_ledgers(stack, _ledgers_to_consult(args.protocol, args.also_db))
         store = stack.enter_context(_store(args))
         try:
             registration = register(store, args.protocol, checked, manifests, also)
@@ -38,6 +39,15 @@ def cmd_register(args: argparse.Namespace) -> int:
         root, size = store.head()
         out.print(f"ledger head {root}:{size}")
     return EXIT_OK
+
+
+def _ledgers_to_consult(protocol: str, also_db: list[str] | None) -> list[str]:
+    from ledger.spec.project import ProjectFileError, ledgers_to_consult
+
+    try:
+        return ledgers_to_consult(protocol, also_db)
+    except ProjectFileError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _other_ledgers(stack: contextlib.ExitStack, urls: list[str] | None) -> tuple:

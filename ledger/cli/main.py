@@ -55,7 +55,8 @@ __all__ = [
 
 
 ALSO_DB_HELP = (
-    "another ledger whose runs the peeking rules consult too (a team's tuning ledgers), read-only; repeat it for "
+    "another ledger whose runs the peeking rules consult too (a team's tuning ledgers; a ledger-project.yaml above the "
+    "protocol can list them for everyone: tuning_ledgers), read-only; repeat it for "
     "several. A confirmatory protocol's frozen rows (its eval manifests and every other manifest its claims "
     "read) may pose no problem a run there read; an exploratory protocol may read none of theirs"
 )

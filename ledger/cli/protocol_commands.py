@@ -199,6 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CommandError(f"`ledger run` needs the model extras: pip install -e '.[models]' ({exc})") from None
     from ledger.audit.preregistration import RegistrationRefused
     from ledger.cli.transparency_commands import SIGNING_KEY_ENV, load_signing_key
+    from ledger.spec.project import ledgers_to_consult
     from ledger.store import StoreError
 
     key_file = os.environ.get(SIGNING_KEY_ENV, "").strip()
@@ -215,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             device=args.device,
             artifacts=args.artifacts,
             judge=not args.no_judge,
-            also_db=args.also_db,
+            also_db=ledgers_to_consult(args.protocol, args.also_db),  # with ledger-project.yaml's tuning ledgers
         )
         if args.parallel is not None:
             _run_children(runner, args)
@@ -227,7 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     except (RunRefused, RegistrationRefused) as exc:
         raise CommandError(f"refused: {exc}", EXIT_REFUSED) from None
-    except (ValueError, StoreError) as exc:  # StoreError: an --also-db that cannot be read
+    except (ValueError, StoreError) as exc:  # an --also-db that cannot be read; a bad ledger-project.yaml
         raise CommandError(str(exc)) from None
     _print_run_summary(result)
     if result.judged:

@@ -92,3 +92,28 @@ def test_also_db_consults_another_ledger(tmp_path, monkeypatch, capsys):
     assert "--also-db" in capsys.readouterr().err and not (tmp_path / "nope.db").exists()
     # without it, this ledger alone has seen nothing: registered
     assert main(["register", "protocol.yaml", "--db", main_db]) == 0
+
+
+def test_a_project_file_lists_tuning_ledgers_for_every_register(tmp_path, monkeypatch, capsys):
+    """ledger-project.yaml above the protocol names the team's tuning ledgers: register consults them without
+    any --also-db; a listed ledger that is missing is one line naming the project file, nothing created."""
+    project = tmp_path / "project"
+    (project / "protocols").mkdir(parents=True)
+    monkeypatch.chdir(project)
+    _project(project / "protocols")
+    _tuning_reads_the_guard_rows(project, f"sqlite:///{project / 'runs-tuning.db'}")
+    main_db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    (project / "ledger-project.yaml").write_text("tuning_ledgers:\n  - runs-missing.db\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["register", "protocols/protocol.yaml", "--db", main_db]) == 2
+    message = capsys.readouterr().err
+    assert "ledger-project.yaml" in message and "runs-missing.db" in message and "Traceback" not in message
+    assert not (tmp_path / "ledger.db").exists() and not (project / "runs-missing.db").exists()
+    (project / "ledger-project.yaml").write_text("tuning_ledgers: [runs-tuning.db]\n", encoding="utf-8")
+    assert main(["register", "protocols/protocol.yaml", "--db", main_db]) == 3
+    assert "'guard' of 'tiny-verify' is not fresh" in capsys.readouterr().err
+    (project / "ledger-project.yaml").write_text("tuning_ledger: [runs-tuning.db]\n", encoding="utf-8")  # a typo
+    assert main(["register", "protocols/protocol.yaml", "--db", main_db]) == 2
+    assert "ledger-project.yaml:1" in capsys.readouterr().err
+    (project / "ledger-project.yaml").unlink()
+    assert main(["register", "protocols/protocol.yaml", "--db", main_db]) == 0
