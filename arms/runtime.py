@@ -435,17 +435,12 @@ def build_runtime(arm: Any, base_model, tokenizer, reader: Reader) -> ArmRuntime
     return ARM_KINDS.implementation(arm.kind)(model, tokenizer, reader, arm)
 
 
-def base_choice_readings(base_model, tokenizer, reader: Reader, rows, batch_size: int = 16) -> list[Reading]:
-    """The base model itself on multiple-choice rows (the guardrail's reference), loop 1."""
-    device = model_device(base_model)
-    symbol_ids = _symbol_ids(reader, device)
-    readings = []
-    for start in range(0, len(rows), batch_size):
-        chunk = rows[start : start + batch_size]
-        encoded = _on(reader.encode(chunk, return_tensors="pt"), device)
-        with torch.inference_mode():
-            logits = base_model(**encoded, logits_to_keep=1).logits[:, -1][:, symbol_ids]
-        for row, scores in zip(chunk, logits):
-            read = reader.decode_scores(scores.float().cpu().numpy(), row)
-            readings.append(Reading(row.row_id, 1, read.prediction, read.correct, _finite(read.margin)))
-    return readings
+def base_choice_readings(
+    base_model, tokenizer, reader: Reader, rows, batch_size: int = 16, *, scoring: str = "label", permutations: int = 1
+) -> list[Reading]:
+    """The base model itself on multiple-choice rows (the guardrail's reference), loop 1, read as its manifest
+    says (``arms.choice_reading``: the letter's score, cyclic permutations, or each option's log-likelihood)."""
+    from arms.choice_reading import BaseView, read_choices
+
+    view = BaseView(base_model, tokenizer, reader)
+    return read_choices(view, rows, batch_size, scoring=scoring, permutations=permutations)

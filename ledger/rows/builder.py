@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ledger.rows.contamination import check_contamination
 from ledger.rows.manifest import Manifest
 from ledger.spec.manifests import GENERATORS, ManifestSpec
 from ledger.spec.protocol import Protocol
 
 
-def build_manifest(spec: ManifestSpec) -> Manifest:
-    """The rows a manifest spec names: deterministic in the spec alone."""
+def build_manifest(spec: ManifestSpec, folder: Path | None = None) -> Manifest:
+    """The rows a manifest spec names: deterministic in the spec alone (and, for a generator that reads a local
+    file, that file, pinned by its SHA-256 in the spec; relative paths from ``folder``, the protocol's)."""
     generate = GENERATORS.implementation(spec.generator)
-    return Manifest(name=spec.id, rows=tuple(generate(**spec.generator_params())))
+    params = spec.generator_params()
+    if GENERATORS[spec.generator].reads_files:
+        params["folder"] = folder
+    return Manifest(name=spec.id, rows=tuple(generate(**params)))
 
 
 def build_manifests(protocol: Protocol, *, check: bool = True) -> dict[str, Manifest]:
     """Every manifest of ``protocol``, in declaration order; refuses train/eval overlap."""
-    manifests = {spec.id: build_manifest(spec) for spec in protocol.manifests}
+    manifests = {spec.id: build_manifest(spec, protocol.folder) for spec in protocol.manifests}
     if check:
         by_role: dict[str, list[Manifest]] = {}
         for spec in protocol.manifests:

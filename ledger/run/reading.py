@@ -8,12 +8,22 @@ from ledger.spec.manifests import GENERATORS
 
 
 def read_rows(runtime: Any, arm: Any, manifest: Any, rows: list, progress: Any = None) -> list:
-    """How an arm reads a manifest's rows, by its generator's reading: multiple choice once at loop 1, chains at
-    every loop, answers and next-token loss at every test recurrence (design M's sweep). ``progress(n)`` is told
+    """How an arm reads a manifest's rows, by its generator's reading: multiple choice at loop 1 (or a choice file's
+    loops, by label, cyclic permutations or log-likelihood: ``arms.choice_reading``), chains at every loop, answers and next-token loss at every test recurrence (design M's sweep). ``progress(n)`` is told
     the rows each batch read (a progress bar that moves while the arm reads)."""
     reading = GENERATORS[manifest.generator].reading
     if reading == "choice":
-        return runtime.choice_at_loop1(rows, arm.evaluation.batch_size, progress=progress)
+        from arms.choice_reading import read_choices
+
+        return read_choices(
+            runtime,
+            rows,
+            arm.evaluation.batch_size,
+            scoring=getattr(manifest, "scoring", "label"),
+            permutations=getattr(manifest, "permutations", 1),
+            loops=getattr(manifest, "loops", (1,)),
+            progress=progress,
+        )
     if reading in ("answer", "loss"):
         return runtime.read_sweep(rows, arm.evaluation, reading, progress=progress)
     return runtime.evaluate(rows, arm.evaluation, progress=progress)

@@ -102,7 +102,7 @@ GATE_KINDS.add(
         GuardrailGate,
         "ledger.judge.gates:judge_guardrail",
         "loop-1 accuracy on multiple-choice rows against the base",
-        generators=("arithmetic",),
+        generators=("arithmetic", "choice_file"),
         reads_base=True,
     )
 )

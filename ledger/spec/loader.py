@@ -120,7 +120,7 @@ def _reject_duplicate_keys(node: yaml.Node, file: str, budget: list[int] | None 
 
 def load_protocol(path: str | Path) -> Protocol:
     """Read, parse and validate a protocol file; raise ``ProtocolError`` with located issues."""
-    return load_model_file(path, Protocol, "protocol")
+    return load_model_file(path, Protocol, "protocol").located_at(Path(path).resolve().parent)
 
 
 def parse_protocol(text: str, file: str = "<string>") -> Protocol:

@@ -20,6 +20,7 @@ class GeneratorKind(Kind):
     next-token loss (nats) at every evaluation loop."""
 
     reading: str = "by_loop"
+    reads_files: bool = False  # the generator reads a local file (pinned by its SHA-256): built with the folder
 
 
 GENERATORS: Registry[GeneratorKind] = Registry("task generator")
@@ -119,6 +120,58 @@ GENERATORS.add(
         "ledger.rows.tasks.arithmetic:generate_arithmetic",
         "the Tier-1 four-way multiple-choice guardrail",
         reading="choice",
+    )
+)
+
+
+class ChoiceFileManifest(_ManifestCommon):
+    """Multiple-choice rows from a local JSONL file in the ARC schema (``question``, ``choices`` {text, label},
+    ``answerKey``; AI2's nesting under ``question.stem`` too), pinned by the file's SHA-256."""
+
+    generator: Literal["choice_file"]
+    path: str = Field(description="The JSONL file, relative to the protocol file (or absolute).")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the file's bytes: another file is refused.")
+    limit: int | None = Field(default=None, ge=1, description="Only the first this many records.")
+    scoring: Literal["label", "loglik"] = Field(
+        default="label",
+        description="label: the answer letter's score after the question and its lettered options (the shared "
+        "reader); loglik: each option's text scored as a continuation of the question (lm-eval's ARC reading).",
+    )
+    permutations: Literal[1, 4] = Field(
+        default=1,
+        description="4: the paper's cyclic-label reading: the options rotated over the letters 4 times, each "
+        "option's score averaged over the rotations (label scoring, 4 options).",
+    )
+    loops: list[int] = Field(default=[1], min_length=1, description="Read at these loops (recurrent arms).")
+
+    @model_validator(mode="after")
+    def _reading(self) -> ChoiceFileManifest:
+        if self.permutations == 4 and self.scoring != "label":
+            raise _located("permutations: 4 rotates the options over their letters: it needs scoring: label", [])
+        if sorted(set(self.loops)) != self.loops or self.loops[0] < 1:
+            raise _located("loops: increasing loop counts of 1 or more", ["loops"])
+        return self
+
+    @property
+    def size(self) -> int:
+        return self.limit or 0
+
+    def describe(self) -> str:
+        reading = f"{self.scoring}" + (", 4 cyclic permutations" if self.permutations == 4 else "")
+        return f"choice file {self.path} ({reading})"
+
+    def generator_params(self) -> dict[str, Any]:
+        return {"path": self.path, "sha256": self.sha256, "limit": self.limit, "split": self.split}
+
+
+GENERATORS.add(
+    GeneratorKind(
+        "choice_file",
+        ChoiceFileManifest,
+        "ledger.rows.tasks.choice_file:generate_choice_file",
+        "multiple-choice rows from a local ARC-schema JSONL file (label or log-likelihood reading)",
+        reading="choice",
+        reads_files=True,
     )
 )
 
@@ -230,6 +283,7 @@ GENERATORS.add(
     )
 )
 ManifestSpec = Annotated[
-    RuleChasingManifest | ArithmeticManifest | TextManifest | WordProblemManifest, Field(discriminator="generator")
+    RuleChasingManifest | ArithmeticManifest | ChoiceFileManifest | TextManifest | WordProblemManifest,
+    Field(discriminator="generator"),
 ]
 check_union(GENERATORS, ManifestSpec)

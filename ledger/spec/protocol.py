@@ -12,9 +12,10 @@ anything runs. ``Protocol.model_json_schema()`` is the published schema
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 from pydantic_core import PydanticCustomError
 
 from ledger.canonical import canonical_json, sha256_hex
@@ -57,6 +58,7 @@ class Protocol(StrictModel):
     arms: list[Arm] = Field(min_length=1)
     gates: list[Gate] = Field(default_factory=list)
     claims: list[str] = Field(default_factory=list, description="Claim files, relative to the protocol file.")
+    _folder: Path | None = PrivateAttr(default=None)  # the protocol file's folder (set by load_protocol)
     device: str = Field(
         default="auto",
         pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$",
@@ -177,6 +179,15 @@ class Protocol(StrictModel):
             if arm.id == arm_id:
                 return arm
         raise KeyError(arm_id)
+
+    @property
+    def folder(self) -> Path | None:
+        """The folder of the file this protocol was loaded from (what its relative paths start from)."""
+        return self._folder
+
+    def located_at(self, folder: Path) -> Protocol:
+        self._folder = folder
+        return self
 
     def canonical(self) -> str:
         """Canonical JSON of the validated protocol (defaults filled in): what preregistration hashes."""

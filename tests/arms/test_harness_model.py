@@ -19,9 +19,10 @@ BASE = Path(__file__).resolve().parents[2] / "bases" / "tiny-base"
 
 @pytest.fixture(scope="module")
 def base():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from arms.bases.loading import load_base
 
-    return AutoModelForCausalLM.from_pretrained(BASE).eval(), AutoTokenizer.from_pretrained(BASE)
+    model, tokenizer = load_base(str(BASE))  # the tokenizer the base was trained with
+    return model.eval(), tokenizer
 
 
 def _retrofit(model, reentry: str = "all") -> RecurrentLM:
@@ -41,7 +42,7 @@ def test_a_continuation_is_scored_by_the_forward_readout_at_loop_T(base, reentry
     recurrent = _retrofit(model, reentry)
     harness = HarnessModel(loops=3, loaded=(recurrent, tokenizer))
     for context, continuation in PAIRS:
-        context_ids, continuation_ids = harness._pair(context, continuation)
+        context_ids, continuation_ids = harness.scorer.pair(context, continuation)
         expected, greedy = 0.0, True
         for j, token in enumerate(continuation_ids):  # independent: one forward per token, read at loop 3
             ids = torch.tensor([context_ids + continuation_ids[:j]])
@@ -49,32 +50,32 @@ def test_a_continuation_is_scored_by_the_forward_readout_at_loop_T(base, reentry
                 logprobs = torch.log_softmax(recurrent(ids, loops=3)[2, 0].float(), -1)
             expected += float(logprobs[token])
             greedy = greedy and int(logprobs.argmax()) == token
-        ((total, all_greedy),) = harness.score([(context_ids, continuation_ids)])
+        ((total, all_greedy),) = harness.scorer.score([(context_ids, continuation_ids)])
         assert total == pytest.approx(expected, abs=1e-4) and all_greedy == greedy
 
 
 def test_one_pass_equals_each_token_as_its_own_row_where_every_position_recurs(base) -> None:
     model, tokenizer = base
     harness = HarnessModel(loops=3, loaded=(_retrofit(model, "all"), tokenizer), batch_size=3)
-    assert harness.one_pass
-    pairs = [harness._pair(*pair) for pair in PAIRS]
-    one_pass = harness.score(pairs)
-    harness.one_pass = False
-    per_token = harness.score(pairs)
+    assert harness.scorer.one_pass
+    pairs = [harness.scorer.pair(*pair) for pair in PAIRS]
+    one_pass = harness.scorer.score(pairs)
+    harness.scorer.one_pass = False
+    per_token = harness.scorer.score(pairs)
     assert [total for total, _ in one_pass] == pytest.approx([total for total, _ in per_token], abs=1e-4)
     assert [greedy for _, greedy in one_pass] == [greedy for _, greedy in per_token]
     answer = HarnessModel(loops=3, loaded=(_retrofit(model, "answer"), tokenizer))
-    assert not answer.one_pass  # only the last position loops: each token is read as its own row
+    assert not answer.scorer.one_pass  # only the last position loops: each token is read as its own row
 
 
 def test_loop_1_of_an_untrained_retrofit_is_the_base_and_loops_change_the_scores(base) -> None:
     model, tokenizer = base
     plain = HarnessModel(loaded=(model, tokenizer))
     untrained = HarnessModel(loops=1, loaded=(RecurrentLM.build(model, split=(1, 3)).eval(), tokenizer))
-    pairs = [plain._pair(*pair) for pair in PAIRS]
-    assert [t for t, _ in untrained.score(pairs)] == pytest.approx([t for t, _ in plain.score(pairs)], abs=1e-5)
+    pairs = [plain.scorer.pair(*pair) for pair in PAIRS]
+    assert [t for t, _ in untrained.scorer.score(pairs)] == pytest.approx([t for t, _ in plain.scorer.score(pairs)], abs=1e-5)
     looped = HarnessModel(loops=4, loaded=(_retrofit(model), tokenizer))
-    assert [t for t, _ in looped.score(pairs)] != pytest.approx([t for t, _ in plain.score(pairs)], abs=1e-3)
+    assert [t for t, _ in looped.scorer.score(pairs)] != pytest.approx([t for t, _ in plain.scorer.score(pairs)], abs=1e-3)
     with pytest.raises(ValueError, match="read once"):
         HarnessModel(loops=2, loaded=(model, tokenizer))
 

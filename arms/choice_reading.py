@@ -1,0 +1,96 @@
+"""A run's reading of multiple-choice rows (generators whose ``reading`` is "choice"), at each loop asked for:
+
+- ``scoring: label`` (default): the answer letter's score after the question and its lettered options, through
+  the shared reader (restricted to the row's letters); with ``permutations: 4`` the paper's cyclic-label
+  reading (``ledger.reader.choices``): the options rotated over the letters, each option's log-probability
+  averaged over the four showings;
+- ``scoring: loglik``: each option's text scored as a continuation of the question (``arms.model.scoring``, the
+  lm-eval adapter's own computation), the most likely option read as the prediction.
+
+A dense arm (or a base) is read once, at loop 1, whatever loops the manifest names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from arms.model.recurrent import RecurrentLM
+from arms.model.scoring import ContinuationScorer
+from ledger.reader.choices import loglik_pairs, mean_over_rotations, rotated
+
+
+class BaseView:
+    """A base model seen as an arm read once: what ``read_choices`` needs of a runtime."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, reader: Any):
+        self.model, self.tokenizer, self.reader = model, tokenizer, reader
+        device = next(model.parameters()).device
+        self.symbol_ids = torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols], device=device)
+
+    def loop1_logits(self, rows: Sequence[Any]) -> torch.Tensor:
+        encoded = self.reader.encode(rows, return_tensors="pt")
+        encoded = {key: value.to(self.symbol_ids.device) for key, value in encoded.items()}
+        return self.model(**encoded, logits_to_keep=1).logits[:, -1][:, self.symbol_ids]
+
+
+def read_choices(
+    runtime: Any,
+    rows: Sequence[Any],
+    batch_size: int = 16,
+    *,
+    scoring: str = "label",
+    permutations: int = 1,
+    loops: Sequence[int] = (1,),
+    progress: Callable[[int], None] | None = None,
+) -> list[Any]:
+    from arms.runtime import Reading
+
+    recurrent = isinstance(runtime.model, RecurrentLM)
+    readings = []
+    for loop in loops if recurrent else (1,):
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start : start + batch_size]
+            if scoring == "loglik":
+                scores = _loglik_scores(runtime, chunk, loop, batch_size)
+            else:
+                scores = _label_scores(runtime, chunk, loop, permutations)
+            for row, by_letter in zip(chunk, scores):
+                read = runtime.reader.decode_scores(by_letter, row)
+                margin = read.margin if read.margin is not None and math.isfinite(read.margin) else None
+                readings.append(Reading(row.row_id, loop, read.prediction, read.correct, margin))
+            if progress is not None:
+                progress(len(chunk))
+    return readings
+
+
+def _letter_scores(runtime: Any, rows: Sequence[Any], loop: int) -> list[dict[str, float]]:
+    """Each row's letters' scores at ``loop`` (the readout restricted to the reader's symbols)."""
+    with torch.inference_mode():
+        logits = runtime.loop1_logits(rows) if loop == 1 else runtime.readouts(rows, loop, read_at=[loop])[0]
+    array = logits.float().cpu().numpy()
+    return [runtime.reader.restrict_scores(values, row, form="symbols") for values, row in zip(array, rows)]
+
+
+def _label_scores(runtime: Any, rows: Sequence[Any], loop: int, permutations: int) -> list[dict[str, float]]:
+    if permutations == 1:
+        return _letter_scores(runtime, rows, loop)
+    shifts = list(range(permutations))
+    shown = [_letter_scores(runtime, [rotated(row, shift) for row in rows], loop) for shift in shifts]
+    return [mean_over_rotations(row, shifts, [shown[j][i] for j in range(len(shifts))]) for i, row in enumerate(rows)]
+
+
+def _loglik_scores(runtime: Any, rows: Sequence[Any], loop: int, batch_size: int) -> list[dict[str, float]]:
+    scorer = ContinuationScorer(runtime.model, runtime.tokenizer, loops=loop, batch_size=batch_size)
+    pairs = [scorer.pair(context, continuation) for row in rows for context, continuation in loglik_pairs(row)]
+    with torch.inference_mode():
+        totals = [total for total, _ in scorer.score(pairs)]
+    scores, at = [], 0
+    for row in rows:
+        letters = list(row.choices)
+        scores.append(dict(zip(letters, totals[at : at + len(letters)])))
+        at += len(letters)
+    return scores

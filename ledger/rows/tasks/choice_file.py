@@ -1,0 +1,113 @@
+"""Multiple-choice rows from a local JSONL file in the ARC schema (a benchmark the team holds locally).
+
+Each line is one question, in the schema of the Hugging Face ARC datasets::
+
+    {"id": "Mercury_7175875", "question": "An astronomer ...", "choices": {"text": [...], "label": ["A", ...]},
+     "answerKey": "C"}
+
+or AI2's original nesting (``"question": {"stem": ..., "choices": [{"text": ..., "label": ...}, ...]}``).
+Options are lettered A, B, C, ... in the file's order (a file's numeric labels "1"-"4" too; the file's own
+label is kept in ``meta``), and the answer is the letter of ``answerKey``. The file's bytes must hash to the
+SHA-256 the protocol names: the rows, and so the manifest's hash, are those of that file alone.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+from typing import Any
+
+from ledger.canonical import sha256_file
+from ledger.rows.manifest import Row
+
+GENERATOR = "choice_file"
+INSTRUCTION = "Answer with the letter of the correct option."
+
+
+class ChoiceFileError(ValueError):
+    """A choice file that is missing, changed, or not in the ARC schema (names the file and line)."""
+
+
+def resolve(path: str, folder: str | Path | None) -> Path:
+    file = Path(path)
+    return file if file.is_absolute() else (Path(folder) if folder else Path.cwd()) / file
+
+
+def _options(record: dict[str, Any], where: str) -> tuple[str, list[str], list[str]]:
+    question, choices = record.get("question"), record.get("choices")
+    if isinstance(question, dict):  # AI2's nesting
+        choices = question.get("choices")
+        question = question.get("stem")
+        if isinstance(choices, list) and all(isinstance(c, dict) for c in choices):
+            choices = {"text": [c.get("text") for c in choices], "label": [c.get("label") for c in choices]}
+    if not isinstance(question, str) or not question.strip():
+        raise ChoiceFileError(f"{where}: 'question' must be a non-empty string")
+    if not isinstance(choices, dict) or not isinstance(choices.get("text"), list):
+        raise ChoiceFileError(f"{where}: 'choices' must be {{'text': [...], 'label': [...]}}")
+    texts, labels = choices["text"], choices.get("label") or []
+    if len(labels) != len(texts) or not 2 <= len(texts) <= len(string.ascii_uppercase):
+        raise ChoiceFileError(f"{where}: 'choices' needs 2-26 options, each with a text and a label")
+    if not all(isinstance(value, str) for value in (*texts, *labels)):
+        raise ChoiceFileError(f"{where}: every option's text and label must be strings")
+    return question, [str(t) for t in texts], [str(label) for label in labels]
+
+
+def generate_choice_file(
+    *, path: str, sha256: str, split: str, limit: int | None = None, folder: str | Path | None = None
+) -> list[Row]:
+    file = resolve(path, folder)
+    if not file.is_file():
+        raise ChoiceFileError(f"{file}: choice file not found")
+    actual = sha256_file(file)
+    if actual != sha256:
+        raise ChoiceFileError(
+            f"{file}: its SHA-256 is {actual}, the protocol names {sha256} (another file is another manifest: "
+            "record a deviation)"
+        )
+    rows: list[Row] = []
+    seen: set[str] = set()
+    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        if limit is not None and len(rows) >= limit:
+            break
+        where = f"{file}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ChoiceFileError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise ChoiceFileError(f"{where}: a JSON object expected")
+        question, texts, labels = _options(record, where)
+        key = record.get("answerKey")
+        if key not in labels:
+            raise ChoiceFileError(f"{where}: answerKey {key!r} is not one of the labels {labels}")
+        letters = list(string.ascii_uppercase[: len(texts)])
+        row_id = f"{split}_{record.get('id', number)}"
+        if row_id in seen:
+            raise ChoiceFileError(f"{where}: duplicate id {record.get('id')!r}")
+        seen.add(row_id)
+        prompt = (
+            f"Question: {question}\n"
+            + "".join(f"{letter}. {text}\n" for letter, text in zip(letters, texts))
+            + INSTRUCTION
+        )
+        answer = letters[labels.index(key)]
+        rows.append(
+            Row(
+                row_id=row_id,
+                task="multiple_choice_qa",
+                surface="multiple_choice",
+                depth=0,
+                prompt=prompt,
+                answer=answer,
+                path=[answer],
+                symbols=letters,
+                choices=dict(zip(letters, texts)),
+                meta={"generator": GENERATOR, "question": question, "labels": labels, "line": number},
+            )
+        )
+    if not rows:
+        raise ChoiceFileError(f"{file}: no questions")
+    return rows

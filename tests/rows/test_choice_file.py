@@ -1,0 +1,80 @@
+"""Multiple-choice rows from a local ARC-schema JSONL file: both schemas (Hugging Face's and AI2's nesting),
+options lettered by position, the file pinned by its SHA-256, every bad record one located line; and the
+paper's cyclic-label reading, which cancels a model's preference for a letter."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger.reader.choices import loglik_pairs, mean_over_rotations, rotated
+from ledger.rows.tasks.choice_file import ChoiceFileError, generate_choice_file
+
+HF = {"id": "q1", "question": "Which is a planet?", "choices": {"text": ["Moon", "Mars", "Sun", "Comet"],
+      "label": ["A", "B", "C", "D"]}, "answerKey": "B"}  # fmt: skip
+AI2 = {"id": "q2", "question": {"stem": "Which is hot?", "choices": [{"text": "Ice", "label": "1"},
+      {"text": "Fire", "label": "2"}, {"text": "Snow", "label": "3"}]}, "answerKey": "2"}  # fmt: skip
+
+
+def _file(folder: Path, records: list, name: str = "arc.jsonl") -> tuple[Path, str]:
+    path = folder / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path, hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_both_schemas_become_lettered_rows_pinned_by_the_files_hash(tmp_path) -> None:
+    path, sha = _file(tmp_path, [HF, AI2])
+    first, second = generate_choice_file(path=path.name, sha256=sha, split="arc", folder=tmp_path)
+    assert (
+        first.row_id == "arc_q1" and first.answer == "B" and first.choices == dict(zip("ABCD", HF["choices"]["text"]))
+    )
+    assert "B. Mars\n" in first.prompt and first.prompt.startswith("Question: Which is a planet?")
+    assert second.symbols == ["A", "B", "C"] and second.answer == "B" and second.meta["labels"] == ["1", "2", "3"]
+    assert len(generate_choice_file(path=str(path), sha256=sha, split="arc", limit=1)) == 1
+    with pytest.raises(ChoiceFileError, match="another file is another manifest"):
+        generate_choice_file(path=path.name, sha256="0" * 64, split="arc", folder=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "record,message",
+    [
+        ({**HF, "answerKey": "E"}, "answerKey 'E'"),
+        ({**HF, "question": ""}, "'question'"),
+        ({**HF, "choices": {"text": ["x"], "label": ["A"]}}, "2-26 options"),
+        ("not an object", "a JSON object"),
+    ],
+)
+def test_a_bad_record_is_one_located_line(tmp_path, record, message) -> None:
+    path, sha = _file(tmp_path, [HF, record])
+    with pytest.raises(ChoiceFileError, match=message) as caught:
+        generate_choice_file(path=path.name, sha256=sha, split="arc", folder=tmp_path)
+    assert f"{path}:2:" in str(caught.value)
+
+
+def test_cyclic_rotations_cancel_a_preference_for_a_letter(tmp_path) -> None:
+    records = [{**HF, "id": f"q{i}", "answerKey": "ABCD"[i % 4]} for i in range(8)]
+    path, sha = _file(tmp_path, records)
+    rows = generate_choice_file(path=path.name, sha256=sha, split="arc", folder=tmp_path)
+
+    def biased(row) -> dict[str, float]:  # loves the letter A (+5), and knows the answer (+1)
+        return {letter: (5.0 if letter == "A" else 0.0) + (1.0 if letter == row.answer else 0.0) for letter in "ABCD"}
+
+    plain = [max(biased(row), key=biased(row).get) == row.answer for row in rows]
+    assert sum(plain) == 2  # only the rows whose answer is A
+    shifts = [0, 1, 2, 3]
+    for row in rows:
+        shown = [rotated(row, shift) for shift in shifts]
+        for shift, view in zip(shifts, shown):  # each showing keeps the row's options, moved over the letters
+            assert view.choices["A"] == row.choices["ABCD"[shift]]
+            assert view.choices[view.answer] == row.choices[row.answer]
+        means = mean_over_rotations(row, shifts, [biased(view) for view in shown])
+        assert max(means, key=means.get) == row.answer  # every option had the A bonus once: it cancels
+
+
+def test_loglik_pairs_ask_the_question_and_score_each_options_text(tmp_path) -> None:
+    path, sha = _file(tmp_path, [HF])
+    (row,) = generate_choice_file(path=path.name, sha256=sha, split="arc", folder=tmp_path)
+    assert loglik_pairs(row) == [("Question: Which is a planet?\nAnswer:", f" {t}") for t in HF["choices"]["text"]]
