@@ -73,9 +73,13 @@ def test_loop_1_of_an_untrained_retrofit_is_the_base_and_loops_change_the_scores
     plain = HarnessModel(loaded=(model, tokenizer))
     untrained = HarnessModel(loops=1, loaded=(RecurrentLM.build(model, split=(1, 3)).eval(), tokenizer))
     pairs = [plain.scorer.pair(*pair) for pair in PAIRS]
-    assert [t for t, _ in untrained.scorer.score(pairs)] == pytest.approx([t for t, _ in plain.scorer.score(pairs)], abs=1e-5)
+    assert [t for t, _ in untrained.scorer.score(pairs)] == pytest.approx(
+        [t for t, _ in plain.scorer.score(pairs)], abs=1e-5
+    )
     looped = HarnessModel(loops=4, loaded=(_retrofit(model), tokenizer))
-    assert [t for t, _ in looped.scorer.score(pairs)] != pytest.approx([t for t, _ in plain.scorer.score(pairs)], abs=1e-3)
+    assert [t for t, _ in looped.scorer.score(pairs)] != pytest.approx(
+        [t for t, _ in plain.scorer.score(pairs)], abs=1e-3
+    )
     with pytest.raises(ValueError, match="read once"):
         HarnessModel(loops=2, loaded=(model, tokenizer))
 
