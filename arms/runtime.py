@@ -26,6 +26,7 @@ from arms.device import free_memory_bytes, model_device, synchronize
 from arms.train.distributed import SINGLE, World
 from arms.train.step import TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
+from ledger.reader.persistence import cell_behavior
 from ledger.reader.shared import Reader
 from ledger.spec.arms import ARM_KINDS, BUDGETS, OBJECTIVES
 
@@ -338,7 +339,17 @@ class RecurrentRuntime(ArmRuntime):
                         scores = logits[loop - 1, b].float().cpu().numpy()
                         read = self.reader.decode_scores(scores, row, target=target)
                         correct = read.correct if target is not None else None
-                        readings.append(Reading(row.row_id, loop, read.prediction, correct, _finite(read.margin)))
+                        behavior = cell_behavior(row, loop, read.prediction)  # above the diagonal: persistence
+                        readings.append(
+                            Reading(
+                                row.row_id,
+                                loop,
+                                read.prediction,
+                                correct,
+                                _finite(read.margin),
+                                detail={"behavior": behavior} if behavior else None,
+                            )
+                        )
                 _tick(progress, len(chunk))
             self._time_sample(group, loops, evaluation.latency_sample_per_depth, readings)
         return readings

@@ -324,6 +324,12 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
             if not judged:
                 problems.append(((*at, "gate"), f"gate {claim.gate!r} is never judged for arm {claim.arm!r}"))
             continue
+        if kind.reads == "cells" and claim.cells != "active" and not claim.arm.startswith("base:"):
+            loops = protocol.arm(claim.arm).evaluation.loops
+            if loops == "forced" or max(loops) <= getattr(manifest, "depths", (0, 0))[0]:
+                problems.append(
+                    (at, f"arm {claim.arm!r} never reads a row past its depth: give evaluation.loops beyond them")
+                )
         if kind.reads == "training":  # the lineage of the arm's checkpoint that read the manifest
             if evidence_loops(protocol, claim.arm, claim.manifest) is None:
                 problems.append((at, f"the protocol writes no evidence of arm {claim.arm!r} on {claim.manifest!r}"))

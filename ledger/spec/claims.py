@@ -257,8 +257,6 @@ for _statistic in (
         "ledger.judge.persistence:persistence",
         "active-cell accuracy, or the share of cells above the diagonal that advance or stay",
         reads="cells",
-        not_runnable="a protocol's runs do not label cells above the diagonal yet (advance / stay); an external "
-        "audit reads the labels a release gives",
     ),
     StatisticKind(
         "paired_loss",

@@ -1,5 +1,5 @@
-"""Persistence claims: a release's cell labels imported and checked, and a protocol refused while its own
-runs cannot label cells above the diagonal."""
+"""Persistence claims: a release's cell labels imported and checked, and a protocol's claim on cells above the
+diagonal refused while its arm never reads a row past its depth (tests/run/test_persistence_run.py runs one)."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_the_labels_are_imported_with_their_cells(tmp_path, capsys):
     assert json.loads(row["detail_json"])["behavior"] in {"advance", "stay", "other"}
 
 
-def test_a_protocol_cannot_preregister_a_persistence_claim_yet():
+def test_a_persistence_claim_needs_an_arm_read_past_its_rows_depths():
     protocol = load_protocol(ROOT / "protocols" / "phaseA.yaml")
     claims = ClaimFile.model_validate(
         {
@@ -91,4 +91,6 @@ def test_a_protocol_cannot_preregister_a_persistence_claim_yet():
         }
     )
     problems = claim_problems(claims, protocol)
-    assert any("'persistence' is declared but cannot run" in message for _, message in problems)
+    assert any("never reads a row past its depth" in message for _, message in problems)  # phaseA: loops forced
+    active = claims.model_copy(update={"claims": [claims.claims[0].model_copy(update={"cells": "active"})]})
+    assert not [message for _, message in claim_problems(active, protocol) if "past its depth" in message]
