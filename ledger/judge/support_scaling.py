@@ -75,10 +75,7 @@ def support_scaling(claim: SupportScalingClaim, evidence: EvidenceSource) -> Cla
         "spread": spread,
         "min_ratio": min((r for r in ratios.values() if r is not None), default=None),
     }
-    shown = ", ".join(
-        f"{arm} {m['frontier']:.2f}/{m['support']} = {m['ratio']:.3f}" if m.get("ratio") is not None else f"{arm} -"
-        for arm, m in members.items()
-    )
+    shown = ", ".join(_shown(arm, member) for arm, member in members.items())
     if failing:
         return ClaimResult(
             claim.id,
@@ -87,12 +84,14 @@ def support_scaling(claim: SupportScalingClaim, evidence: EvidenceSource) -> Cla
             f"frontier/support at bar {claim.bar}: {shown}; below {claim.threshold}: {', '.join(failing)}",
             figures,
         )
-    if censored and claim.max_spread is not None:
-        raise Unverifiable(f"{'; '.join(censored)}: a bounded frontier cannot decide the spread ({shown})")
+    if censored and claim.max_spread is not None:  # unverifiable, with every member's figures shown
+        reason = f"{'; '.join(censored)}: a bounded frontier cannot decide the spread ({shown})"
+        return ClaimResult(claim.id, claim.statistic, "unverifiable", reason, figures)
     if censored and any(
         m.get("ratio_at_least") is not None and m["ratio_at_least"] < claim.threshold for m in members.values()
     ):
-        raise Unverifiable(f"{'; '.join(censored)}: the bound does not reach {claim.threshold} ({shown})")
+        reason = f"{'; '.join(censored)}: the bound does not reach {claim.threshold} ({shown})"
+        return ClaimResult(claim.id, claim.statistic, "unverifiable", reason, figures)
     holds = claim.max_spread is None or (spread is not None and spread <= claim.max_spread)
     spread_text = "" if spread is None else f"; support means spread {spread:.3f}"
     needs = f"needs every ratio >= {claim.threshold}" + (
@@ -105,3 +104,12 @@ def support_scaling(claim: SupportScalingClaim, evidence: EvidenceSource) -> Cla
         f"frontier/support at bar {claim.bar}: {shown}{spread_text}; {needs}",
         figures,
     )
+
+
+def _shown(arm: str, member: dict[str, Any]) -> str:
+    support = member["support"]
+    if member.get("ratio") is not None:
+        return f"{arm} {member['frontier']:.2f}/{support} = {member['ratio']:.3f}"
+    if member.get("ratio_at_least") is not None:
+        return f"{arm} >= {member['ratio_at_least'] * support:.0f}/{support} = {member['ratio_at_least']:.3f}"
+    return f"{arm} <= {member['ratio_at_most'] * support:.0f}/{support} = {member['ratio_at_most']:.3f}"

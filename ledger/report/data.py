@@ -321,24 +321,28 @@ def lineage_nodes(store: Store, protocol_sha256s: tuple[str, ...]) -> list[Linea
 
 
 def support_depths_of(canonical: dict | str) -> tuple[int, int] | None:
-    """The training support of a registered protocol: the span (min low, max high) of the
-    depth ranges of every manifest a training stage uses; None if no stage trains on a
-    rule-chasing manifest (e.g. an imported release)."""
+    """The training support of a registered protocol: the span (min low, max high) of the depth ranges of every
+    manifest an arm's training stages use, when every arm that trains on rule-chasing rows has that same span;
+    None if none does (e.g. an imported release) or if the arms' supports differ (support scaling: no one span
+    to shade)."""
     document = json.loads(canonical) if isinstance(canonical, str) else canonical
     if not isinstance(document, dict):
         return None
     manifests = {m["id"]: m for m in document.get("manifests") or [] if isinstance(m, dict) and "id" in m}
-    lows, highs = [], []
+    spans = set()
     for arm in document.get("arms") or []:
         if not isinstance(arm, dict):
             continue
+        lows, highs = [], []
         for stage in arm.get("stages") or []:
             manifest: Any = manifests.get(stage.get("manifest")) if isinstance(stage, dict) else None
             depths = manifest.get("depths") if manifest else None
             if isinstance(depths, (list, tuple)) and len(depths) == 2:
                 lows.append(int(depths[0]))
                 highs.append(int(depths[1]))
-    return (min(lows), max(highs)) if lows else None
+        if lows:
+            spans.add((min(lows), max(highs)))
+    return spans.pop() if len(spans) == 1 else None
 
 
 def resolve_protocol(
