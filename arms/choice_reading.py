@@ -78,9 +78,14 @@ def _letter_scores(runtime: Any, rows: Sequence[Any], loop: int) -> list[dict[st
 def _label_scores(runtime: Any, rows: Sequence[Any], loop: int, permutations: int) -> list[dict[str, float]]:
     if permutations == 1:
         return _letter_scores(runtime, rows, loop)
-    shifts = list(range(permutations))
-    shown = [_letter_scores(runtime, [rotated(row, shift) for row in rows], loop) for shift in shifts]
-    return [mean_over_rotations(row, shifts, [shown[j][i] for j in range(len(shifts))]) for i, row in enumerate(rows)]
+    # every cyclic rotation of each row's options (4 for the paper's 4-option rows; n for a row of n options,
+    # so that each letter shows each option once and a preference for a letter cancels)
+    shown: list[list[dict[str, float]]] = [[] for _ in rows]
+    for shift in range(max(len(row.choices) for row in rows)):
+        at = [i for i, row in enumerate(rows) if len(row.choices) > shift]
+        for i, scores in zip(at, _letter_scores(runtime, [rotated(rows[i], shift) for i in at], loop)):
+            shown[i].append(scores)
+    return [mean_over_rotations(row, list(range(len(shown[i]))), shown[i]) for i, row in enumerate(rows)]
 
 
 def _loglik_scores(runtime: Any, rows: Sequence[Any], loop: int, batch_size: int) -> list[dict[str, float]]:

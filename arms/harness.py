@@ -10,7 +10,8 @@ once: loop 1). What each request type computes:
   ``reentry: all``, and design M) one pass over the whole sequence gives the same values (a causal model:
   a position's state at every loop depends only on the positions up to it), so one pass is used; with
   answer-only re-entry only a row's last position loops, so each continuation token is its own row.
-- ``loglikelihood_rolling(text)``: the same over every token of the text, after a BOS (or EOS) token.
+- ``loglikelihood_rolling(text)``: the same over every token of the text, after a BOS (or EOS) token, in windows
+  that fit the model's positions.
 - ``generate_until(context, gen_kwargs)``: greedy decoding, each new token read at loop T, until a stop
   string, the end-of-sequence token or ``max_gen_toks``. Each step recomputes the whole forward (no cache
   across steps: every loop's states would have to be kept), so generation costs O(length^2); it is meant
@@ -84,8 +85,8 @@ class HarnessModel(LM):
         return self._with_cache("loglikelihood", requests, self.scorer.score(pairs))
 
     def loglikelihood_rolling(self, requests, disable_tqdm: bool = False) -> list[float]:
-        pairs = [([self.scorer.prefix_id], self.scorer.encode(request.args[0])) for request in requests]
-        return self._with_cache("loglikelihood_rolling", requests, [total for total, _ in self.scorer.score(pairs)])
+        totals = [self.scorer.rolling(request.args[0]) for request in requests]
+        return self._with_cache("loglikelihood_rolling", requests, totals)
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:
         answers = []

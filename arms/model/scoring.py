@@ -37,7 +37,10 @@ class ContinuationScorer:
         self.pad_id = _first_id(tokenizer, "pad_token_id", "eos_token_id", "bos_token_id")
         self.prefix_id = _first_id(tokenizer, "bos_token_id", "eos_token_id", "pad_token_id")
         # one pass reads every position at loop T where every position recurs (see the module's docstring)
-        self.one_pass = not self.recurrent or model.design == "M" or model.reentry == "all"
+        # (design M only where s0 does not depend on the padded batch: zeros or the prelude output)
+        self.one_pass = not self.recurrent or (
+            model.s0 in ("zeros", "prelude") if model.design == "M" else model.reentry == "all"
+        )
 
     # -- tokens -----------------------------------------------------------------------------------
 
@@ -92,6 +95,9 @@ class ContinuationScorer:
     def score(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
         """(sum of log-probabilities, all greedy) of each continuation after its context."""
         results: list[tuple[float, bool]] = []
+        longest = max((len(continuation) for _, continuation in pairs), default=0)
+        if longest > self.max_length - 1:
+            raise ValueError(f"a continuation of {longest} tokens does not fit the model's {self.max_length} positions")
         if self.one_pass:
             for chunk in _chunks(list(pairs), self.batch_size):
                 wholes = [(context + continuation)[-(self.max_length + 1) :] for context, continuation in chunk]
@@ -107,6 +113,18 @@ class ContinuationScorer:
             results.append(_tally(rows, continuation))
             at += len(continuation)
         return results
+
+    def rolling(self, text: str) -> float:
+        """The log-likelihood of a whole text after a BOS (or EOS) token, in disjoint windows that each fit the
+        model's positions, every window conditioned on as much of the text before it as fits (lm-eval's rule)."""
+        tokens = self.encode(text)
+        width = self.max_length - 1
+        pairs = []
+        for start in range(0, len(tokens), width):
+            window = tokens[start : start + width]
+            before = [self.prefix_id, *tokens[:start]]
+            pairs.append((before[-(self.max_length - len(window)) :], window))
+        return sum(total for total, _ in self.score(pairs))
 
     def greedy(self, context: str, stops: Sequence[str], limit: int) -> str:
         """Greedy decoding from ``context``, each token read at loop T, until a stop string (cut off), the

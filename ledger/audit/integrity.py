@@ -129,7 +129,11 @@ def _registered_file_problems(store: Store, file: Path, protocol_shas: tuple[str
         ]
     registered = {manifest.name: manifest.sha256 for manifest in store.manifests_of([protocol.sha256])}
     problems = []
-    for name, manifest in build_manifests(protocol, check=False).items():
+    try:
+        rebuilt = build_manifests(protocol, check=False)
+    except ValueError as exc:  # a local file a manifest reads, changed or gone since registration
+        return [("tampered", f"protocol file {file}: its manifests cannot be rebuilt: {exc}")]
+    for name, manifest in rebuilt.items():
         if registered.get(name) not in (None, manifest.sha256):
             problems.append(
                 (

@@ -21,7 +21,7 @@ def cmd_register(args: argparse.Namespace) -> int:
     from ledger.spec.check import check_protocol_file
 
     checked = check_protocol_file(args.protocol)  # refused before the database is opened (or created)
-    manifests = build_manifests(checked.protocol)
+    manifests = _built(build_manifests, checked.protocol)
     _preflight(checked, manifests)  # power and the reader's calibration, also before the database
     with contextlib.ExitStack() as stack:
         # --also-db and the project's tuning ledgers (ledger-project.yaml): unreadable ones before the ledger too
@@ -39,6 +39,14 @@ def cmd_register(args: argparse.Namespace) -> int:
         root, size = store.head()
         out.print(f"ledger head {root}:{size}")
     return EXIT_OK
+
+
+def _built(build_manifests, protocol):
+    """The protocol's manifests; a local file that is missing, changed or malformed is one line (exit 2)."""
+    try:
+        return build_manifests(protocol)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _ledgers_to_consult(protocol: str, also_db: list[str] | None) -> list[str]:
@@ -74,7 +82,7 @@ def cmd_deviate(args: argparse.Namespace) -> int:
     from ledger.spec.check import check_protocol_file
 
     checked = check_protocol_file(args.protocol)
-    _preflight(checked, build_manifests(checked.protocol))  # the new version's claims and rows
+    _preflight(checked, _built(build_manifests, checked.protocol))  # the new version's claims and rows
     with _store(args) as store:
         try:
             old, new, changes = deviate(store, args.protocol, reason=args.reason, timing=args.timing, checked=checked)

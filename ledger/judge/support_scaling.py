@@ -88,9 +88,11 @@ def support_scaling(claim: SupportScalingClaim, evidence: EvidenceSource) -> Cla
         reason = f"{'; '.join(censored)}: a bounded frontier cannot decide the spread ({shown})"
         return ClaimResult(claim.id, claim.statistic, "unverifiable", reason, figures)
     if censored and any(
-        m.get("ratio_at_least") is not None and m["ratio_at_least"] < claim.threshold for m in members.values()
+        (m.get("ratio_at_least") is not None and m["ratio_at_least"] < claim.threshold)
+        or m.get("ratio_at_most") is not None  # below the bar already at its shallowest depth: bounded above only
+        for m in members.values()
     ):
-        reason = f"{'; '.join(censored)}: the bound does not reach {claim.threshold} ({shown})"
+        reason = f"{'; '.join(censored)}: a bound cannot decide >= {claim.threshold} ({shown})"
         return ClaimResult(claim.id, claim.statistic, "unverifiable", reason, figures)
     holds = claim.max_spread is None or (spread is not None and spread <= claim.max_spread)
     spread_text = "" if spread is None else f"; support means spread {spread:.3f}"

@@ -41,6 +41,7 @@ def export_checkpoint(store, prefix: str, out: Path, artifacts: list[Path] | Non
     registrations = store.registrations(protocol.name)
     protocol_dir = Path(registrations[-1].file).parent if registrations else Path.cwd()
     base_model, tokenizer, _ = load_protocol_base(protocol.bases[arm.base], protocol_dir)
+    protocol.located_at(protocol_dir)  # a local choice file's relative path starts at the protocol's folder
     reader = Reader(_symbols(protocol), tokenizer=tokenizer, chat_template=protocol.bases[arm.base].chat_template)
     from arms.runtime import build_runtime
 

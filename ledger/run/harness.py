@@ -15,7 +15,9 @@ lm-eval's own metric, and a disagreement between the two stops the command (``Ha
 Multiple choice: choices are labelled A, B, C, ... in lm-eval's order; the prediction is the choice of
 highest log-likelihood (the first of a tie, as lm-eval's ``acc``). Generation: the prediction is lm-eval's
 filtered response and the answer its target, both normalised as the task's ``exact_match`` metric says
-(``regexes_to_ignore``, ``ignore_case``, ``ignore_punctuation``).
+(``regexes_to_ignore``, ``ignore_case``, ``ignore_punctuation``). A task with several filters (gsm8k's
+strict and flexible extraction) is read through its first, as lm-eval's results table lists it first. A base
+folder is read once (loop 1) whatever ``--loops`` says; groups and tags are refused: name their tasks.
 """
 
 from __future__ import annotations
@@ -87,6 +89,14 @@ def run_battery(
     unknown = [task for task in tasks if task not in manager.all_tasks]
     if unknown:
         raise HarnessError(f"unknown lm-eval task {unknown[0]!r} (add its YAML folder with --include-path)")
+    for task in tasks:  # before any model runs: groups and tags, and output types not read as evidence
+        entry = manager.task_index[task]
+        kind = str(getattr(getattr(entry, "kind", None), "name", "TASK"))
+        if kind != "TASK":
+            raise HarnessError(f"{task!r} is an lm-eval {kind.lower()}, not a task: name its tasks one by one")
+        declared = (getattr(entry, "cfg", None) or {}).get("output_type")
+        if declared is not None:
+            _kind({"task": task, "output_type": declared})
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -96,8 +106,9 @@ def run_battery(
         configs: dict[str, dict[str, Any]] = {}
         predictions = []
         for name, path in models.items():
+            exported = (Path(path) / "ledger-export.json").is_file()  # a base is read once, at loop 1
             try:
-                model = HarnessModel(path, loops=loops, batch_size=batch_size, device=device)
+                model = HarnessModel(path, loops=loops if exported else 1, batch_size=batch_size, device=device)
             except (ValueError, OSError) as exc:
                 raise HarnessError(f"--model {name}: {exc}") from None
             loop = model.loops if model.recurrent else 1
@@ -115,7 +126,8 @@ def run_battery(
             _keep_lm_eval_output(partial / "lm-eval" / name, results)
             for task in tasks:
                 config = configs.setdefault(task, results["configs"][task])
-                readings = [_reading(task, config, sample, loop) for sample in results["samples"][task]]
+                kept = _one_filter(config, results["samples"][task])
+                readings = [_reading(task, config, sample, loop) for sample in kept]
                 _merge_rows(rows.setdefault(task, {}), readings, name)
                 _write_jsonl(partial / "readings" / name / f"{task}.jsonl", [r["reading"] for r in readings])
                 hits = sum(bool(r["reading"]["correct_by_lm_eval"]) for r in readings)
@@ -141,6 +153,17 @@ def run_battery(
         raise
 
 
+def _one_filter(config: dict[str, Any], samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """lm-eval logs each document once per filter: the readings are the task's first filter's (``none``
+    where it declares none), as the first line of lm-eval's own results table."""
+    declared = [f.get("name") for f in config.get("filter_list") or [] if isinstance(f, dict)]
+    chosen = declared[0] if declared else "none"
+    kept = [sample for sample in samples if sample.get("filter", "none") == chosen]
+    if not kept and samples:
+        kept = [sample for sample in samples if sample.get("filter") == samples[0].get("filter")]
+    return kept
+
+
 def _kind(config: dict[str, Any]) -> str:
     kind = config.get("output_type")
     if kind not in ("multiple_choice", "generate_until"):
@@ -156,8 +179,7 @@ def _reading(task: str, config: dict[str, Any], sample: dict[str, Any], loop: in
     if _kind(config) == "multiple_choice":
         continuations = [str(argument[1]) for argument in arguments]
         labels = [_label(index) for index in range(len(continuations))]
-        target = sample["target"]
-        gold = target if isinstance(target, int) else continuations.index(str(target))
+        gold = _gold(task, row_id, sample["target"], continuations)
         scores = {label: float(resp[0]) for label, resp in zip(labels, sample["filtered_resps"])}
         best = max(range(len(labels)), key=lambda i: (scores[labels[i]], -i))
         row = {"id": row_id, "question": context, "choices": dict(zip(labels, continuations)), "answer": labels[gold]}
@@ -179,6 +201,17 @@ def _reading(task: str, config: dict[str, Any], sample: dict[str, Any], loop: in
         )
     reading["correct_by_lm_eval"] = bool(lm_eval_says)
     return {"row": row, "reading": reading}
+
+
+def _gold(task: str, row_id: str, target: Any, continuations: list[str]) -> int:
+    """The index of the right option: lm-eval's target is an index, or the option's text (which the
+    continuations carry after the task's target delimiter)."""
+    if isinstance(target, int) and 0 <= target < len(continuations):
+        return target
+    texts = [continuation.strip() for continuation in continuations]
+    if isinstance(target, str) and target.strip() in texts:
+        return texts.index(target.strip())
+    raise HarnessError(f"task {task!r}, document {row_id}: target {target!r} names no single option")
 
 
 def _normaliser(config: dict[str, Any]):

@@ -139,8 +139,8 @@ class ChoiceFileManifest(_ManifestCommon):
     )
     permutations: Literal[1, 4] = Field(
         default=1,
-        description="4: the paper's cyclic-label reading: the options rotated over the letters 4 times, each "
-        "option's score averaged over the rotations (label scoring, 4 options).",
+        description="4: the paper's cyclic-label reading: the options rotated over the letters (every cyclic "
+        "rotation: 4 for its 4-option rows, n for a row of n), each option's score averaged over the rotations.",
     )
     loops: list[int] = Field(default=[1], min_length=1, description="Read at these loops (recurrent arms).")
 

@@ -99,3 +99,17 @@ def test_greedy_generation_stops_at_a_stop_string_and_refuses_sampling(base) -> 
     assert stop not in cut and free.startswith(cut)
     with pytest.raises(ValueError, match="greedily"):
         harness.generate("x", {"do_sample": True})
+
+
+def test_a_text_longer_than_the_model_is_scored_in_windows_and_a_too_long_continuation_is_refused(base) -> None:
+    model, tokenizer = base
+    harness = HarnessModel(loops=2, loaded=(_retrofit(model), tokenizer))
+    text = "apply f to A then B then C then D and again A B C D"
+    tokens = harness.scorer.encode(text)
+    ((whole, _),) = harness.scorer.score([([harness.scorer.prefix_id], tokens)])
+    assert harness.scorer.rolling(text) == pytest.approx(whole, abs=1e-4)  # one window: the plain sum
+    harness.scorer.max_length = 5  # windows of 4 tokens, each after as much text as fits
+    windowed = harness.scorer.rolling(text)
+    assert windowed == windowed and windowed < 0 and windowed != pytest.approx(whole, abs=1e-3)
+    with pytest.raises(ValueError, match="does not fit"):
+        harness.scorer.score([([harness.scorer.prefix_id], tokens)])

@@ -109,3 +109,16 @@ def test_power_refuses_a_claim_whose_rows_stop_short_of_threshold_times_support(
     (found,) = unwinnable_claims(file, shallow)
     assert "S12" in found.message and "depth 16" in found.message
     assert unwinnable_claims(file, {"n16": list(range(1, 16)), "n24": list(range(1, 24))}) == []
+
+
+def test_an_arm_below_the_bar_at_its_shallowest_depth_is_bounded_above_only() -> None:
+    """Its frontier is at most its shallowest depth: a ratio bound above the threshold decides nothing; below it,
+    the claim is refuted."""
+    below = dict.fromkeys(range(6, 16), (10, 100))  # rows of depth 6-15 only, all below the bar
+    counts = {
+        ("S4", "n16"): below,
+        **{(a, "n24" if a == "S12" else "n16"): curve(PAPER_LIKE[a], 23 if a == "S12" else 15) for a in ARMS[1:]},
+    }
+    undecided = evaluate_claim(claim(threshold=1.2), MemoryEvidence(count_map=counts))
+    assert undecided.outcome == "unverifiable" and undecided.figures["members"]["S4"]["ratio_at_most"] == 6 / 4
+    assert evaluate_claim(claim(threshold=1.6), MemoryEvidence(count_map=counts)).outcome == "refuted"

@@ -78,3 +78,35 @@ def test_loglik_pairs_ask_the_question_and_score_each_options_text(tmp_path) -> 
     path, sha = _file(tmp_path, [HF])
     (row,) = generate_choice_file(path=path.name, sha256=sha, split="arc", folder=tmp_path)
     assert loglik_pairs(row) == [("Question: Which is a planet?\nAnswer:", f" {t}") for t in HF["choices"]["text"]]
+
+
+def test_a_changed_choice_file_is_one_line_in_check_and_register_and_nothing_is_written(tmp_path, capsys) -> None:
+    from ledger.cli.main import main
+
+    base = Path(__file__).resolve().parents[2] / "bases" / "tiny-base"
+    path, sha = _file(tmp_path, [HF, AI2])
+    protocol = tmp_path / "p.yaml"
+    protocol.write_text(
+        f"""name: cf
+version: 1
+description: A choice file.
+seed: 1
+bases:
+  tiny: {{source: {base}, dtype: float32, num_layers: 4}}
+manifests:
+  - {{id: arc, role: eval, generator: choice_file, path: arc.jsonl, sha256: {sha}, seed: 0, split: arc}}
+arms:
+  - {{id: B, kind: dense, base: tiny, evaluation: {{manifests: [arc]}}}}
+""",
+        encoding="utf-8",
+    )
+    assert main(["check", str(protocol)]) == 0
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({**HF, "id": "q3"}) + "\n")
+    capsys.readouterr()
+    db = tmp_path / "ledger.db"
+    for argv in (["check", str(protocol)], ["register", str(protocol), "--db", f"sqlite:///{db}"]):
+        assert main(argv) == 2
+        error = capsys.readouterr().err
+        assert "another file is another manifest" in error and "Traceback" not in error
+    assert not db.exists()

@@ -129,7 +129,10 @@ CASES = {
     "unknown_optimizer_group": (unknown_optimizer_group, "arm A trains no group 'lora'"),
     "depth_gate_after_a_stage": (depth_gate_after_a_stage, "is judged after its arms finish"),
     "installation_gate_on_a_dense_arm": (installation_gate_on_a_dense_arm, "judges recurrent arms, not dense"),
-    "guardrail_on_chain_rows": (guardrail_on_chain_rows, "a guardrail gate reads arithmetic, choice_file rows, not rule_chasing"),
+    "guardrail_on_chain_rows": (
+        guardrail_on_chain_rows,
+        "a guardrail gate reads arithmetic, choice_file rows, not rule_chasing",
+    ),
     "gate_nobody_evaluates": (gate_nobody_evaluates, "gate 'orphan' follows no stage"),
     "continue_across_kinds": (continue_across_kinds, "whose trainable tensors differ"),
     "mixed_sft_formats": (mixed_sft_formats, "mixes SFT formats"),
