@@ -12,7 +12,6 @@ A dense arm (or a base) is read once, at loop 1, whatever loops the manifest nam
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,13 +26,16 @@ class BaseView:
     """A base model seen as an arm read once: what ``read_choices`` needs of a runtime."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, reader: Any):
+        from arms.runtime import _symbol_ids
+
         self.model, self.tokenizer, self.reader = model, tokenizer, reader
-        device = next(model.parameters()).device
-        self.symbol_ids = torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols], device=device)
+        self.device = next(model.parameters()).device
+        self.symbol_ids = _symbol_ids(reader, self.device)
 
     def loop1_logits(self, rows: Sequence[Any]) -> torch.Tensor:
-        encoded = self.reader.encode(rows, return_tensors="pt")
-        encoded = {key: value.to(self.symbol_ids.device) for key, value in encoded.items()}
+        from arms.runtime import _on
+
+        encoded = _on(self.reader.encode(rows, return_tensors="pt"), self.device)
         return self.model(**encoded, logits_to_keep=1).logits[:, -1][:, self.symbol_ids]
 
 
@@ -47,7 +49,7 @@ def read_choices(
     loops: Sequence[int] = (1,),
     progress: Callable[[int], None] | None = None,
 ) -> list[Any]:
-    from arms.runtime import Reading
+    from arms.runtime import Reading, _finite
 
     recurrent = isinstance(runtime.model, RecurrentLM)
     readings = []
@@ -60,8 +62,7 @@ def read_choices(
                 scores = _label_scores(runtime, chunk, loop, permutations)
             for row, by_letter in zip(chunk, scores):
                 read = runtime.reader.decode_scores(by_letter, row)
-                margin = read.margin if read.margin is not None and math.isfinite(read.margin) else None
-                readings.append(Reading(row.row_id, loop, read.prediction, read.correct, margin))
+                readings.append(Reading(row.row_id, loop, read.prediction, read.correct, _finite(read.margin)))
             if progress is not None:
                 progress(len(chunk))
     return readings

@@ -75,9 +75,6 @@ class HarnessModel(LM):
     def tokenizer_name(self) -> str:
         return str(getattr(self.tokenizer, "name_or_path", "ledger")).replace("/", "__")
 
-    def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "loops": self.loops, "recurrent": self.recurrent, "one_pass": self.scorer.one_pass}
-
     # -- the LM API -------------------------------------------------------------------------------
 
     def loglikelihood(self, requests, disable_tqdm: bool = False) -> list[tuple[float, bool]]:

@@ -204,19 +204,6 @@ class ArmRuntime:
         """Every row read (``progress`` is told how many rows each batch read, as it goes)."""
         raise NotImplementedError
 
-    def choice_at_loop1(self, rows: Sequence[Any], batch_size: int = 16, progress: Tick = None) -> list[Reading]:
-        """Multiple-choice rows read at loop 1 (the base route): scores restricted to the row's labels."""
-        readings = []
-        for start in range(0, len(rows), batch_size):
-            chunk = rows[start : start + batch_size]
-            with torch.inference_mode():
-                logits = self.loop1_logits(chunk)
-            for row, scores in zip(chunk, logits):
-                read = self.reader.decode_scores(scores.float().cpu().numpy(), row)
-                readings.append(Reading(row.row_id, 1, read.prediction, read.correct, _finite(read.margin)))
-            _tick(progress, len(chunk))
-        return readings
-
     def loop1_logits(self, rows: Sequence[Any]) -> torch.Tensor:
         raise NotImplementedError
 

@@ -25,6 +25,7 @@ from ledger.spec.claims import (
     GateClaim,
     NonInferiorityClaim,
     PairedExactClaim,
+    manifest_of,
 )
 
 Outcome = str  # "supported" | "refuted" | "unverifiable"
@@ -96,17 +97,27 @@ def evaluate_claim(claim: Claim, evidence: EvidenceSource) -> ClaimResult:
 
 
 def _rows(claim: Claim, evidence: EvidenceSource, arm: str, loop: int | None = None) -> dict[str, tuple[int, bool]]:
-    found = evidence.outcomes(arm, claim.manifest, loop)
+    manifest = manifest_of(claim, arm)  # the claim's manifest, or the one it names for this arm
+    found = evidence.outcomes(arm, manifest, loop)
     if not found:
         reading = "final loop" if loop is None else f"loop {loop}"
-        raise Unverifiable(f"no evidence for arm {arm!r} on manifest {claim.manifest!r} at the {reading}")
+        raise Unverifiable(f"no evidence for arm {arm!r} on manifest {manifest!r} at the {reading}")
     if claim.rows.depths is not None:
         low, high = claim.rows.depths
         found = {row: value for row, value in found.items() if low <= value[0] <= high}
         if not found:
             raise Unverifiable(f"no rows of arm {arm!r} at depths {low}-{high}")
-    note_rows(evidence, arm, claim.manifest, loop, found)
+    note_rows(evidence, arm, manifest, loop, found)
     return found
+
+
+def depth_tally(rows: dict[str, tuple[int, bool]]) -> dict[int, tuple[int, int]]:
+    """(correct, total) per depth of per-row (depth, correct) outcomes."""
+    counts: dict[int, tuple[int, int]] = {}
+    for depth, hit in rows.values():
+        correct, total = counts.get(depth, (0, 0))
+        counts[depth] = (correct + int(hit), total + 1)
+    return counts
 
 
 def _paired(claim, evidence, loop=None):
@@ -221,10 +232,7 @@ def _per_depth_accuracy(
     elif counts is None:
         rows = evidence.outcomes(claim.arm, claim.manifest, None) or {}
     if counts is None:
-        counts = {}
-        for depth, hit in rows.values():
-            correct, total = counts.get(depth, (0, 0))
-            counts[depth] = (correct + int(hit), total + 1)
+        counts = depth_tally(rows)
     elif filtered and claim.rows.depths is not None:
         low, high = claim.rows.depths
         counts = {depth: value for depth, value in counts.items() if low <= depth <= high}

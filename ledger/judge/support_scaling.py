@@ -13,23 +13,14 @@ from statistics import fmean
 from typing import Any
 
 from ledger.judge import stats
-from ledger.judge.claims import ClaimResult, EvidenceSource, Unverifiable
-from ledger.judge.selection import note_rows
+from ledger.judge.claims import ClaimResult, EvidenceSource, _rows, depth_tally
 from ledger.spec.claims import SupportScalingClaim, manifest_of
 
 
-def _accuracy_by_depth(evidence: EvidenceSource, arm: str, manifest: str) -> dict[int, float]:
-    counts = evidence.depth_counts(arm, manifest)
+def _accuracy_by_depth(claim: SupportScalingClaim, evidence: EvidenceSource, arm: str) -> dict[int, float]:
+    counts = evidence.depth_counts(arm, manifest_of(claim, arm))
     if counts is None:
-        rows = evidence.outcomes(arm, manifest, None)
-        if not rows:
-            raise Unverifiable(f"no evidence for arm {arm!r} on manifest {manifest!r} at the final loop")
-        note_rows(evidence, arm, manifest, None, rows)
-        tally: dict[int, tuple[int, int]] = {}
-        for depth, hit in rows.values():
-            correct, total = tally.get(depth, (0, 0))
-            tally[depth] = (correct + int(hit), total + 1)
-        counts = tally
+        counts = depth_tally(_rows(claim, evidence, arm))
     return {depth: correct / total for depth, (correct, total) in sorted(counts.items()) if total}
 
 
@@ -38,7 +29,7 @@ def support_scaling(claim: SupportScalingClaim, evidence: EvidenceSource) -> Cla
     censored: list[str] = []
     for arm, support in zip(claim.arms, claim.supports):
         manifest = manifest_of(claim, arm)
-        accuracy = _accuracy_by_depth(evidence, arm, manifest)
+        accuracy = _accuracy_by_depth(claim, evidence, arm)
         found = stats.frontier(accuracy, claim.bar)
         member: dict[str, Any] = {"support": support, "manifest": manifest, "frontier": found.frontier}
         if found.frontier is not None:

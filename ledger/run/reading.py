@@ -8,9 +8,9 @@ from ledger.spec.manifests import GENERATORS
 
 
 def read_rows(runtime: Any, arm: Any, manifest: Any, rows: list, progress: Any = None) -> list:
-    """How an arm reads a manifest's rows, by its generator's reading: multiple choice at loop 1 (or a choice file's
-    loops, by label, cyclic permutations or log-likelihood: ``arms.choice_reading``), chains at every loop, answers and next-token loss at every test recurrence (design M's sweep). ``progress(n)`` is told
-    the rows each batch read (a progress bar that moves while the arm reads)."""
+    """How an arm reads a manifest's rows, by its generator's reading: multiple choice as the manifest's
+    ``choice_reading`` says (``arms.choice_reading``), chains at every loop, answers and next-token loss at every
+    test recurrence (design M's sweep). ``progress(n)`` is told the rows each batch read."""
     reading = GENERATORS[manifest.generator].reading
     if reading == "choice":
         from arms.choice_reading import read_choices
@@ -19,9 +19,7 @@ def read_rows(runtime: Any, arm: Any, manifest: Any, rows: list, progress: Any =
             runtime,
             rows,
             arm.evaluation.batch_size,
-            scoring=getattr(manifest, "scoring", "label"),
-            permutations=getattr(manifest, "permutations", 1),
-            loops=getattr(manifest, "loops", (1,)),
+            **manifest.choice_reading(),
             progress=progress,
         )
     if reading in ("answer", "loss"):

@@ -59,14 +59,14 @@ class RunRecords:
         arm = f"base:{base_name}"
         run_id = self._ensure_run(arm, kind="reference")
         if not self._has_evidence(run_id, manifest_id, base_sha):
-            spec = self.protocol.manifest(manifest_id)
+            reading = self.protocol.manifest(manifest_id).choice_reading()
             readings = base_choice_readings(
                 model,
                 tokenizer,
                 self.readers[base_name],
                 list(self.manifests[manifest_id].rows),
-                scoring=getattr(spec, "scoring", "label"),
-                permutations=getattr(spec, "permutations", 1),
+                scoring=reading["scoring"],
+                permutations=reading["permutations"],
             )
             self._write_evidence(run_id, arm, manifest_id, base_sha, readings)
         return arm

@@ -245,7 +245,7 @@ def _gates(protocol: Protocol, problems: list[Problem]) -> None:
     for g, gate in enumerate(protocol.gates):
         kind = GATE_KINDS[gate.kind]
         generator = protocol.manifest(gate.manifest).generator
-        if list(getattr(protocol.manifest(gate.manifest), "loops", [1])) != [1]:
+        if protocol.manifest(gate.manifest).choice_reading()["loops"] != [1]:
             problems.append((("gates", g, "manifest"), f"a gate reads {gate.manifest!r} at loop 1 alone: its loops"))
         if kind.generators and generator not in kind.generators:
             problems.append(
@@ -286,7 +286,7 @@ def evidence_loops(protocol: Protocol, arm_id: str, manifest_id: str) -> tuple[s
     if manifest_id not in arm.evaluation.manifests and manifest_id not in gated:
         return None
     if choice:  # at loop 1, or at a choice file's loops (a dense arm once); loop 1 is the final reading
-        loops = set(getattr(manifest, "loops", [1])) if ARM_KINDS[arm.kind].every_loop else {1}
+        loops = set(manifest.choice_reading()["loops"]) if ARM_KINDS[arm.kind].every_loop else {1}
         return loops, 1 in loops
     if GENERATORS[manifest.generator].reading in ("answer", "loss"):  # a sweep: claims name the loop they read
         every_loop = ARM_KINDS[arm.kind].every_loop

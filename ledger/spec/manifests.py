@@ -40,6 +40,10 @@ class _ManifestCommon(StrictModel):
     split: str = Field(pattern=r"^[a-z0-9]+$", description="Split name; part of every row id and row seed.")
     version: int = Field(default=1, ge=1, description="Generator version; part of every row seed.")
 
+    def choice_reading(self) -> dict[str, Any]:
+        """How multiple-choice rows are read: by letter, once, at loop 1 (a choice file says otherwise)."""
+        return {"scoring": "label", "permutations": 1, "loops": [1]}
+
 
 class RuleChasingManifest(_ManifestCommon):
     generator: Literal["rule_chasing"]
@@ -151,6 +155,9 @@ class ChoiceFileManifest(_ManifestCommon):
         if sorted(set(self.loops)) != self.loops or self.loops[0] < 1:
             raise _located("loops: increasing loop counts of 1 or more", ["loops"])
         return self
+
+    def choice_reading(self) -> dict[str, Any]:
+        return {"scoring": self.scoring, "permutations": self.permutations, "loops": list(self.loops)}
 
     @property
     def size(self) -> int:
