@@ -321,25 +321,38 @@ class RecurrentRuntime(ArmRuntime):
                 with torch.inference_mode():
                     logits = self.readouts(chunk, loops)
                 for b, row in enumerate(chunk):
+                    reads = {}
                     for loop in wanted:
                         target = row.path[loop] if loop <= row.depth and len(row.path) > loop else None
                         scores = logits[loop - 1, b].float().cpu().numpy()
-                        read = self.reader.decode_scores(scores, row, target=target)
-                        correct = read.correct if target is not None else None
+                        reads[loop] = (self.reader.decode_scores(scores, row, target=target), target)
+                    exits = self._exit_details(reads, evaluation)
+                    for loop, (read, target) in reads.items():
+                        detail = dict(exits.get(loop, {}))
                         behavior = cell_behavior(row, loop, read.prediction)  # above the diagonal: persistence
+                        if behavior:
+                            detail["behavior"] = behavior
+                        correct = read.correct if target is not None else None
                         readings.append(
                             Reading(
-                                row.row_id,
-                                loop,
-                                read.prediction,
-                                correct,
-                                _finite(read.margin),
-                                detail={"behavior": behavior} if behavior else None,
+                                row.row_id, loop, read.prediction, correct, _finite(read.margin), detail=detail or None
                             )
                         )
                 _tick(progress, len(chunk))
             self._time_sample(group, loops, evaluation.latency_sample_per_depth, readings)
         return readings
+
+    @staticmethod
+    def _exit_details(reads: dict, evaluation) -> dict[int, dict]:
+        """Loop -> its exit signals and marks, where the evaluation declares exit rules (loops 1..K, checked)."""
+        rules = getattr(evaluation, "exit_rules", [])
+        if not rules:
+            return {}
+        from ledger.reader.exit_rules import exit_details
+
+        loops = sorted(reads)
+        details = exit_details([reads[t][0].scores for t in loops], [reads[t][0].prediction for t in loops], rules)
+        return dict(zip(loops, details))
 
     def _time_sample(self, group, loops, sample, readings):
         """Synchronized batch-1 model-call time (median of 3) for the first `sample` rows of a depth."""

@@ -125,12 +125,13 @@ def _best_case(claim_file: ClaimFile, claim: Any, depths: list[int]) -> str | No
                 f"{shallowest / claim.support_max_depth:.3f} > {claim.threshold}"
             )
         return None
-    if statistic == "noninferiority":
+    if statistic == "noninferiority" or getattr(claim, "measure", None) == "noninferior":
 
         def best(rows: int) -> float:
             return _noninferiority_best(rows, claim.margin, min(claim.alpha, 0.49))
 
-        what = f"equal to {claim.arms[1]} on every one of its {n} rows (no discordant pair)"
+        versus = claim.arms[1] if statistic == "noninferiority" else "forced depth"
+        what = f"equal to {versus} on every one of its {n} rows (no discordant pair)"
     elif statistic in ("paired_exact", "paired_loss", "at_equal_flops"):
         two_sided = getattr(claim, "direction", "") == "two-sided"
 

@@ -11,6 +11,7 @@ from ledger.registry import Kind, Registry, check_union
 from ledger.spec.common import LateOptions as _LateOptions
 from ledger.spec.common import StrictModel
 from ledger.spec.common import located as _located
+from ledger.spec.depth_choice import ExitRule
 from ledger.spec.training import RECURRENCES as RECURRENCES  # re-exported: a stage's training settings
 from ledger.spec.training import LrSchedule as LrSchedule
 from ledger.spec.training import Optimizer as Optimizer
@@ -343,8 +344,13 @@ class Evaluation(_LateOptions):
     max_new_tokens: int = Field(default=48, ge=1, description="Dense arms: generation budget per row.")
     latency_sample_per_depth: int = Field(default=4, ge=0)
     max_tokens: int = Field(default=256, ge=8, le=8192, description="Text rows: tokens read per document.")
+    exit_rules: list[ExitRule] = Field(
+        default_factory=list,
+        description="Choosing depth: rows read at loops 1..K (`loops`) record each loop's exit signals, and each "
+        "rule marks the reading a row stops at (adaptive_depth claims compare it with forced depth).",
+    )
 
-    _late_options = ("max_tokens",)
+    _late_options = ("max_tokens", "exit_rules")
 
 
 class _ArmCommon(StrictModel):
@@ -423,7 +429,7 @@ ARM_KINDS.add(
         "arms.runtime:RecurrentRuntime",
         "a retrofitted recurrent block, read at every loop",
         stage_options=("recurrence",),
-        evaluation_options=("loops",),
+        evaluation_options=("loops", "exit_rules"),
     )
 )
 ARM_KINDS.add(

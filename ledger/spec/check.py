@@ -18,6 +18,7 @@ from typing import Any
 from ledger.spec.arms import ARM_KINDS, BRIDGES, BUDGETS, OBJECTIVES, RECURRENCES
 from ledger.spec.bases import actual_layers
 from ledger.spec.claims import STATISTICS, ClaimFile, check_claims_against, load_claims, manifest_of
+from ledger.spec.depth_choice import declared_exit
 from ledger.spec.gates import GATE_KINDS
 from ledger.spec.loader import ProtocolError, ProtocolIssue, load_protocol, locate
 from ledger.spec.manifests import GENERATORS
@@ -101,10 +102,37 @@ def runnable_problems(protocol: Protocol, protocol_dir: Path) -> list[Problem]:
                         "[1, 2, 4, 8, 16, 32]",
                     )
                 )
+        _exit_rules(protocol, arm, at, problems)
         unread = (arm.evaluation.model_fields_set - EVALUATION_COMMON) - set(kind.evaluation_options)
         problems += [((*at, "evaluation", name), f"{arm.kind} arms do not read evaluation.{name}") for name in unread]
     _gates(protocol, problems)
     return problems
+
+
+def _exit_rules(protocol: Protocol, arm: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
+    """Exit rules choose among loops 1..K: the evaluation reads every one of them, past every row's depth."""
+    rules = getattr(arm.evaluation, "exit_rules", [])
+    if not rules:
+        return
+    where = (*at, "evaluation", "exit_rules")
+    loops = arm.evaluation.loops
+    if loops == "forced" or sorted(loops) != list(range(1, max(loops) + 1)):
+        problems.append((where, "exit rules choose among loops 1..K: give evaluation.loops as every loop 1..K"))
+        return
+    labels = [rule.label() for rule in rules]
+    if len(set(labels)) != len(labels):
+        problems.append((where, "a rule is declared twice at the same threshold"))
+    for manifest_id in arm.evaluation.manifests:
+        depths = getattr(protocol.manifest(manifest_id), "depths", None)
+        if depths is not None and depths[1] > max(loops):
+            problems.append(
+                (
+                    (*at, "evaluation", "loops"),
+                    f"exit rules are compared with forced depth: loops must reach depth {depths[1]} of {manifest_id!r}",
+                )
+            )
+    if any(rule.rule == "halting" for rule in rules) and not getattr(arm, "halting_head", None):
+        problems.append((where, f"arm {arm.id} has no halting head: the halting rule reads one"))
 
 
 def _bases(protocol: Protocol, protocol_dir: Path, problems: list[Problem]) -> dict[str, int | None]:
@@ -329,6 +357,19 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
             if loops == "forced" or max(loops) <= getattr(manifest, "depths", (0, 0))[0]:
                 problems.append(
                     (at, f"arm {claim.arm!r} never reads a row past its depth: give evaluation.loops beyond them")
+                )
+        if kind.reads == "exits":
+            arm_spec = protocol.arm(claim.arm) if not claim.arm.startswith("base:") else None
+            if arm_spec is None or not ARM_KINDS[arm_spec.kind].every_loop:
+                problems.append(((*at, "arm"), f"a base or dense arm runs no loops to stop: {claim.arm!r}"))
+                continue
+            if not declared_exit(arm_spec.evaluation, claim):
+                problems.append(
+                    (
+                        (*at, "rule"),
+                        f"arm {claim.arm!r} is not read under exit rule {claim.exit_rule().label()}: declare it in "
+                        "its evaluation.exit_rules",
+                    )
                 )
         if kind.reads == "training":  # the lineage of the arm's checkpoint that read the manifest
             if evidence_loops(protocol, claim.arm, claim.manifest) is None:

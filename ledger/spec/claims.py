@@ -9,73 +9,21 @@ preregisters them (``check_claims_against``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, model_validator
 
-from ledger.registry import Kind, Registry, check_union
-from ledger.spec.common import DepthRange, StrictModel
+from ledger.registry import check_union
+from ledger.spec.claim_common import STATISTICS as STATISTICS
+from ledger.spec.claim_common import RowFilter as RowFilter
+from ledger.spec.claim_common import StatisticKind as StatisticKind
+from ledger.spec.claim_common import _ClaimCommon
+from ledger.spec.common import StrictModel
 from ledger.spec.common import located as _located
+from ledger.spec.depth_choice import AdaptiveDepthClaim
 from ledger.spec.loader import ProtocolIssue, load_model_file
 from ledger.spec.protocol import Protocol
-
-
-@dataclass(frozen=True)
-class StatisticKind(Kind):
-    """A claim statistic. ``reads``: the evidence it is computed from: "rows" (per-row outcomes of its arms at
-    the final reading, or at the claim's ``loop``), "per_depth" (per-depth counts or rows; needs depths),
-    "gate" (a recorded gate result), "losses" (per-document nats at each arm's ``loops``) or "curve" (every
-    recorded checkpoint of both arms, with its training FLOPs)."""
-
-    reads: str = "rows"
-    tested: bool = False  # it yields a p-value, so it may be a member of a multiplicity family
-
-
-STATISTICS: Registry[StatisticKind] = Registry("claim statistic")
-
-
-class RowFilter(StrictModel):
-    depths: DepthRange | None = None
-
-    @model_validator(mode="after")
-    def _ordered(self) -> RowFilter:
-        if self.depths is not None and self.depths[0] > self.depths[1]:
-            raise _located(f"depth range is inverted: {list(self.depths)}", ["depths"])
-        return self
-
-
-class _ClaimCommon(StrictModel):
-    # Fields added after claims were first registered, with the default that means "not set": written out
-    # only when set, so that every claim registered before keeps its canonical form and hash.
-    ADDED_LATER: ClassVar[dict[str, Any]] = {"audited_outcome": "supported"}
-
-    @model_serializer(mode="wrap")
-    def _omit_unset_later_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        for name, default in self.ADDED_LATER.items():
-            if name in data and data[name] == default:
-                del data[name]
-        return data
-
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    statement: str
-    manifest: str
-    rows: RowFilter = Field(default_factory=RowFilter)
-    family: str | None = Field(default=None, description="Multiplicity family; corrected by the file's `correction`.")
-    audited_outcome: Literal["supported", "refuted"] = Field(
-        default="supported",
-        description="External audits only: the outcome the audited paper concluded (e.g. refuted for a comparison "
-        "it found no difference in); verify expects it on a claim with no recorded outcome.",
-    )
-    reported: dict[str, float] = Field(
-        default_factory=dict,
-        description=(
-            "Figures a paper reported for this claim; the re-derived figure must agree to the "
-            "significant digits written (e.g. p_value: 5.72e-257, helped: 1048)."
-        ),
-    )
 
 
 class PairedExactClaim(_ClaimCommon):
@@ -281,6 +229,15 @@ for _statistic in (
         "an arm's recorded training losses finite, and no stage ending above where it started",
         reads="training",
     ),
+    StatisticKind(
+        "adaptive_depth",
+        AdaptiveDepthClaim,
+        "ledger.judge.adaptive_depth:adaptive_depth",
+        "an exit rule against forced depth on the same rows: the right-depth share or paired non-inferiority, "
+        "with the loops it saved",
+        reads="exits",
+        tested=True,
+    ),
 ):
     STATISTICS.add(_statistic)
 Claim = Annotated[
@@ -293,7 +250,8 @@ Claim = Annotated[
     | PersistenceClaim
     | PairedLossClaim
     | EqualFlopsClaim
-    | TrainingStableClaim,
+    | TrainingStableClaim
+    | AdaptiveDepthClaim,
     Field(discriminator="statistic"),
 ]
 check_union(STATISTICS, Claim)

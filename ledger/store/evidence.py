@@ -13,6 +13,7 @@ Manifest names are resolved among those versions' manifests, so two protocols ma
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -47,6 +48,18 @@ class Cell:
     loop: int
     correct: bool | None
     behavior: str | None  # above the diagonal: advance, stay or other, where the evidence labels it
+
+
+@dataclass(frozen=True)
+class LoopReading:
+    """One (row, loop) reading with what it recorded (its exit signals and marks), and the row's answer."""
+
+    row_id: str
+    depth: int
+    loop: int
+    prediction: str | None
+    answer: str | None
+    detail: dict
 
 
 @dataclass
@@ -171,6 +184,20 @@ class StoreEvidence:
                 details.get(reading.id, {}).get("behavior"),
             )
             for reading in readings
+        ]
+
+    def loop_readings(self, arm: str, manifest: str) -> list[LoopReading]:
+        """Every (row, loop) reading of the arm's latest checkpoint on the manifest with its detail and the row's
+        answer (from the registered manifest's rows), for choosing-depth claims."""
+        readings = self.records(arm, manifest)
+        sha = self.manifest_sha256(manifest)
+        if not readings or sha is None:
+            return []
+        answers = {row.row_id: json.loads(row.canonical_json).get("answer") for row in self.store.manifest_rows(sha)}
+        details = self.store.evidence_details(reading.id for reading in readings)
+        return [
+            LoopReading(r.row_id, int(r.depth), int(r.loop), r.prediction, answers.get(r.row_id), details.get(r.id, {}))
+            for r in readings
         ]
 
     def depth_counts(self, arm: str, manifest: str) -> dict[int, tuple[int, int]] | None:

@@ -111,7 +111,28 @@ def mixed_sft_formats(data: dict) -> None:
     _arm(data, "B")["stages"].append({**stage, "id": "sft2", "objective": "sft_scratchpad"})
 
 
+def exit_rules_at_forced_depth(data: dict) -> None:
+    _arm(data, "A")["evaluation"]["exit_rules"] = [{"rule": "kl"}]
+
+
+def exit_rules_short_of_the_depths(data: dict) -> None:
+    _arm(data, "A")["evaluation"].update(loops=[1, 2], exit_rules=[{"rule": "kl"}])
+
+
+def halting_rule_without_a_head(data: dict) -> None:
+    evaluation = _arm(data, "A")["evaluation"]
+    evaluation.update(loops=list(range(1, 17)), exit_rules=[{"rule": "halting"}])
+
+
+def exit_rules_on_a_dense_arm(data: dict) -> None:
+    _arm(data, "B")["evaluation"]["exit_rules"] = [{"rule": "kl"}]
+
+
 CASES = {
+    "exit_rules_at_forced_depth": (exit_rules_at_forced_depth, "give evaluation.loops as every loop 1..K"),
+    "exit_rules_short_of_the_depths": (exit_rules_short_of_the_depths, "loops must reach depth"),
+    "halting_rule_without_a_head": (halting_rule_without_a_head, "has no halting head"),
+    "exit_rules_on_a_dense_arm": (exit_rules_on_a_dense_arm, "do not read evaluation.exit_rules"),
     "design_m": (design_m, "sampled recurrence trains next-token stages only, not 'intermediate'"),
     "mixture_on_a_chain_objective": (mixture_on_a_chain_objective, "trains on one manifest, not a mixture"),
     "next_token_without_sampled_recurrence": (
@@ -179,6 +200,32 @@ def test_the_unchanged_smoke_protocol_passes(tmp_path: Path, capsys: Any) -> Non
 
 
 CLAIM_CASES = {
+    "exit_rule_the_arm_is_not_read_under": (
+        {
+            "id": "A_kl",
+            "statement": "s",
+            "statistic": "adaptive_depth",
+            "manifest": "eval",
+            "arm": "A",
+            "rule": "kl",
+            "measure": "right_depth",
+            "share": 0.5,
+        },
+        "arm 'A' is not read under exit rule kl<0.001",
+    ),
+    "exit_rule_on_a_dense_arm": (
+        {
+            "id": "B_kl",
+            "statement": "s",
+            "statistic": "adaptive_depth",
+            "manifest": "eval",
+            "arm": "B",
+            "rule": "kl",
+            "measure": "noninferior",
+            "margin": 0.05,
+        },
+        "a base or dense arm runs no loops to stop: 'B'",
+    ),
     # a dense arm is read once per row (loop 0): nothing can be read "at loop 1" on chain rows
     "dense_at_loop_1": (
         {
