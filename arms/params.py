@@ -142,6 +142,9 @@ def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[Ar
         cost = {t: surgery_cost_ratio(recurrent.surgery, t) for t in loops}
         count = BUDGETS.resolve(arm.budget.kind, "counter")
         trainable, detail = count(recurrent.surgery, recurrent.bridge, arm.budget)
+        if arm.halting_head is not None:  # a linear probe of the state: hidden weights and a bias
+            trainable += int(model.config.hidden_size) + 1
+            detail = f"{detail} + halting head"
         retrofit = retrofit_counts(non_embedding, recurrent, loops, backprop_depths(arm))
         results.append(
             ArmParams(arm.id, arm.kind, arm.base, unique, non_embedding, trainable, detail, cost, six_n, retrofit)

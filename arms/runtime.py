@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -238,6 +238,10 @@ class RecurrentRuntime(ArmRuntime):
         model = RecurrentLM.from_spec(base_model, arm)
         apply_budget = BUDGETS.implementation(arm.budget.kind)
         model, groups = apply_budget(model, arm.budget, derived_seed(arm.id, "lora-init"))
+        if arm.halting_head is not None:  # choosing depth: a head the halting stages train on the frozen block
+            from arms.train.halting import attach_head
+
+            groups = {**groups, "halting_head": attach_head(model, arm.halting_head, derived_seed(arm.id, "halting"))}
         super().__init__(model, tokenizer, reader)
         self.arm = arm
         self.symbol_ids = _symbol_ids(reader, self.device)
@@ -284,6 +288,10 @@ class RecurrentRuntime(ArmRuntime):
         from arms.train.recurrent import make_recurrent_batch, recurrent_loss
 
         objective = OBJECTIVES[stage.objective]
+        if objective.trains_halting_head:
+            from arms.train.halting import halting_stage_loss
+
+            return halting_stage_loss(self, rows, stage, step)
         if objective.reads_text:
             from arms.runtime_language import text_loss
 
@@ -319,14 +327,14 @@ class RecurrentRuntime(ArmRuntime):
             for start in range(0, len(group), evaluation.batch_size):
                 chunk = group[start : start + evaluation.batch_size]
                 with torch.inference_mode():
-                    logits = self.readouts(chunk, loops)
+                    logits, halts = self._loop_readouts(chunk, loops)
                 for b, row in enumerate(chunk):
                     reads = {}
                     for loop in wanted:
                         target = row.path[loop] if loop <= row.depth and len(row.path) > loop else None
                         scores = logits[loop - 1, b].float().cpu().numpy()
                         reads[loop] = (self.reader.decode_scores(scores, row, target=target), target)
-                    exits = self._exit_details(reads, evaluation)
+                    exits = self._exit_details(reads, evaluation, None if halts is None else halts[:, b].tolist())
                     for loop, (read, target) in reads.items():
                         detail = dict(exits.get(loop, {}))
                         behavior = cell_behavior(row, loop, read.prediction)  # above the diagonal: persistence
@@ -342,8 +350,18 @@ class RecurrentRuntime(ArmRuntime):
             self._time_sample(group, loops, evaluation.latency_sample_per_depth, readings)
         return readings
 
+    def _loop_readouts(self, rows, loops: int):
+        """Every loop's symbol readouts, and the halting head's lambda_t [loops, batch] where the arm has one."""
+        if getattr(self.model, "halting_head", None) is None:
+            return self.readouts(rows, loops), None
+        from arms.train.halting import frozen_readouts
+
+        input_ids, attention_mask = self._encode(rows)
+        logits, states = frozen_readouts(self.model, input_ids, attention_mask, loops, self.symbol_ids)
+        return logits, cast(Any, self.model).halting_head(states)
+
     @staticmethod
-    def _exit_details(reads: dict, evaluation) -> dict[int, dict]:
+    def _exit_details(reads: dict, evaluation, halts: list[float] | None) -> dict[int, dict]:
         """Loop -> its exit signals and marks, where the evaluation declares exit rules (loops 1..K, checked)."""
         rules = getattr(evaluation, "exit_rules", [])
         if not rules:
@@ -351,7 +369,8 @@ class RecurrentRuntime(ArmRuntime):
         from ledger.reader.exit_rules import exit_details
 
         loops = sorted(reads)
-        details = exit_details([reads[t][0].scores for t in loops], [reads[t][0].prediction for t in loops], rules)
+        scores, predictions = [reads[t][0].scores for t in loops], [reads[t][0].prediction for t in loops]
+        details = exit_details(scores, predictions, rules, None if halts is None else [halts[t - 1] for t in loops])
         return dict(zip(loops, details))
 
     def _time_sample(self, group, loops, sample, readings):

@@ -11,7 +11,7 @@ from ledger.registry import Kind, Registry, check_union
 from ledger.spec.common import LateOptions as _LateOptions
 from ledger.spec.common import StrictModel
 from ledger.spec.common import located as _located
-from ledger.spec.depth_choice import ExitRule
+from ledger.spec.depth_choice import ExitRule, HaltingHead
 from ledger.spec.training import RECURRENCES as RECURRENCES  # re-exported: a stage's training settings
 from ledger.spec.training import LrSchedule as LrSchedule
 from ledger.spec.training import Optimizer as Optimizer
@@ -50,6 +50,7 @@ class ObjectiveKind(Kind):
     reads: tuple[str, ...] = ()
     target_format: str | None = None
     reads_text: bool = False  # trains on any rows as text (a stage may mix manifests); else on chains or SFT targets
+    trains_halting_head: bool = False  # trains the arm's halting head alone, on the frozen block's states
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,20 @@ for _objective in (
         reads=("anneal_fraction",),
     ),
     ObjectiveKind(
+        "halting_ponder",
+        type(None),
+        "arms.train.halting:ponder_objective",
+        "PonderNet: expected answer CE under the halting distribution + beta KL to a geometric prior (head only)",
+        trains_halting_head=True,
+    ),
+    ObjectiveKind(
+        "halting_supervised",
+        type(None),
+        "arms.train.halting:supervised_objective",
+        "-log of the halting probability at the row's own depth (head only)",
+        trains_halting_head=True,
+    ),
+    ObjectiveKind(
         "next_token",
         type(None),
         "arms.train.language:next_token_loss",
@@ -378,8 +393,13 @@ class RecurrentArm(_ArmCommon, _LateOptions):
         description="random: every layer of the base re-initialised by its own init before surgery (the seed's "
         "random-init control); pretrained: the base's weights.",
     )
+    halting_head: HaltingHead | None = Field(
+        default=None,
+        description="A learned halting head (choosing depth), trained by halting_ponder / halting_supervised stages "
+        "and read by the `halting` exit rule.",
+    )
 
-    _late_options = ("layers_init",)
+    _late_options = ("layers_init", "halting_head")
 
     def design(self) -> str:
         where = (

@@ -189,6 +189,8 @@ def _continuation(protocol: Protocol, arm: Any, at: tuple[Any, ...], problems: l
     same = source.kind == arm.kind and source.base == arm.base
     if same and ARM_KINDS[arm.kind].every_loop:
         same = (source.surgery, source.bridge, source.budget) == (arm.surgery, arm.bridge, arm.budget)
+    if same and getattr(source, "halting_head", None) is not None and source.halting_head != arm.halting_head:
+        same = False  # a child may add a halting head (it starts at its own init), not drop or reshape one
     if not same:
         problems.append(
             (
@@ -222,6 +224,21 @@ def _stage(protocol: Protocol, arm: Any, kind: Any, stage: Any, at: tuple[Any, .
                     f"needs rows of depth 2 or more (manifest {stage.manifest!r} has none)",
                 )
             )
+    if objective.trains_halting_head:
+        head = getattr(arm, "halting_head", None)
+        if head is None:
+            problems.append(
+                ((*at, "objective"), f"objective {stage.objective!r} trains a halting head: arm {arm.id} has none")
+            )
+        elif stage.manifest is not None:
+            depths = getattr(protocol.manifest(stage.manifest), "depths", None)
+            if depths is None or depths[1] > head.max_loops:
+                problems.append(
+                    (
+                        (*at, "manifest"),
+                        f"a halting stage needs rows with depths up to the head's max_loops {head.max_loops}",
+                    )
+                )
     if stage.anneal_fraction is not None and "anneal_fraction" not in objective.reads:
         problems.append(((*at, "anneal_fraction"), f"objective {stage.objective!r} does not read anneal_fraction"))
     groups = _groups(arm)

@@ -59,6 +59,19 @@ class ExitRule(StrictModel):
         return self
 
 
+class HaltingHead(StrictModel):
+    """A learned halting head on a recurrent arm: a linear probe of the block state at the answer position
+    (layer-normalised, no affine) giving each loop's halting probability lambda_t; trained by a stage with a
+    ``halting_ponder`` or ``halting_supervised`` objective while the block stays frozen, over loops 1..max_loops
+    (lambda at max_loops is taken as 1, so the halting distribution sums to one)."""
+
+    max_loops: int = Field(ge=2, le=64, description="The loops the head is trained and read over.")
+    prior: float = Field(
+        default=0.2, gt=0, lt=1, description="PonderNet's geometric prior lambda_p (truncated at max_loops)."
+    )
+    beta: float = Field(default=0.01, ge=0, description="PonderNet's weight of KL(halting || prior).")
+
+
 class AdaptiveDepthClaim(_ClaimCommon):
     """An exit rule against forced depth on the same rows (each row read at loops 1..K; forced = the loop its
     question names). ``right_depth``: the share of rows where the rule stopped at the row's depth, at least (or

@@ -123,6 +123,11 @@ def test_ledger_params_counts_what_the_runtime_trains(tmp_path: Path) -> None:
         {"bridge": {"kind": "split", "reentry": "answer"}, "budget": {"kind": "full_block"}},
         {"bridge": {"kind": "split"}, "budget": {"kind": "adapter", "rank": 2, "alpha": 4}},
         {"bridge": {"kind": "concat"}, "budget": {"kind": "full_block"}},
+        {
+            "bridge": {"kind": "split", "reentry": "answer"},
+            "budget": {"kind": "full_block"},
+            "halting_head": {"max_loops": 3},
+        },
     ):
         protocol, runtime = runtime_of(arm)
         trained = sum(

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.models
 
 PROTOCOL = f"""name: depth-choice-mini
 version: 1
-description: Rows of depth 1-3 read at loops 1-5 under the KL and argmax exit rules.
+description: Rows of depth 1-3 read at loops 1-5 under the KL and argmax exit rules and a supervised halting head.
 seed: 12
 bases:
   tiny: {{source: {ROOT / "bases" / "tiny-base"}, dtype: float32, num_layers: 4}}
@@ -30,9 +30,11 @@ arms:
     surgery: {{split: [1, 3]}}
     bridge: {{kind: split, reentry: answer}}
     budget: {{kind: full_block}}
+    halting_head: {{max_loops: 5}}
     stages:
       - {{id: install, objective: intermediate, manifest: train, steps: 4, batch_size: 8, optimizer: {{kind: adamw, lr: 1.0e-3}}, recurrence: {{kind: forced}}}}
-    evaluation: {{manifests: [held], loops: [1, 2, 3, 4, 5], exit_rules: [{{rule: kl}}, {{rule: argmax, threshold: 1}}]}}
+      - {{id: halt, objective: halting_supervised, manifest: train, steps: 6, batch_size: 8, optimizer: {{kind: adamw, lr: 5.0e-2}}}}
+    evaluation: {{manifests: [held], loops: [1, 2, 3, 4, 5], exit_rules: [{{rule: kl}}, {{rule: argmax, threshold: 1}}, {{rule: halting}}]}}
 claims: [claims.yaml]
 """
 
@@ -40,6 +42,7 @@ CLAIMS = """protocol: depth-choice-mini
 correction: none
 claims:
   - {id: kl_right_depth, statement: The KL rule stops at the row's depth on some rows., statistic: adaptive_depth, arm: A, manifest: held, rule: kl, measure: right_depth, share: 0.0}
+  - {id: halting_right_depth, statement: The halting head stops at the row's depth on some rows., statistic: adaptive_depth, arm: A, manifest: held, rule: halting, measure: right_depth, share: 0.0}
   - {id: argmax_noninferior, statement: Stopping when the answer repeats costs at most 60 points., statistic: adaptive_depth, arm: A, manifest: held, rule: argmax, threshold: 1, measure: noninferior, margin: 0.6}
 """
 
@@ -69,6 +72,7 @@ def test_exit_rules_are_recorded_and_judged_against_forced_depth(tmp_path: Path)
     for reading in sorted(evidence, key=lambda e: (e["row_id"], e["loop"])):
         by_row.setdefault(reading["row_id"], []).append(reading)
     kl = {"right": 0, "loops": 0}
+    halting = {"right": 0, "loops": 0}
     argmax = {"exit": 0, "forced": 0, "loops": 0}
     for row_id, reads in by_row.items():
         details = [json.loads(r["detail_json"]) for r in reads]
@@ -78,6 +82,10 @@ def test_exit_rules_are_recorded_and_judged_against_forced_depth(tmp_path: Path)
         assert [t for t, d in enumerate(details, 1) if "kl<0.001" in d.get("exits", [])] == [chosen]
         kl["right"] += chosen == depth
         kl["loops"] += chosen
+        chosen = next((t for t, d in enumerate(details, 1) if d["halt"] >= 0.5), 5)
+        assert [t for t, d in enumerate(details, 1) if "halting>=0.5" in d.get("exits", [])] == [chosen]
+        halting["right"] += chosen == depth
+        halting["loops"] += chosen
         chosen = _argmax_exit(predictions)
         assert [t for t, d in enumerate(details, 1) if "argmax>=1" in d.get("exits", [])] == [chosen]
         argmax["exit"] += predictions[chosen - 1] == answer
@@ -91,6 +99,8 @@ def test_exit_rules_are_recorded_and_judged_against_forced_depth(tmp_path: Path)
     assert right["mean_loops_used"] == pytest.approx(kl["loops"] / 24)
     assert right["mean_forced_loops"] == pytest.approx(2.0)
     assert right["compute_saved"] == pytest.approx(1 - kl["loops"] / 24 / 2.0)
+    head = claims["halting_right_depth"]["figures"]
+    assert (head["right_depth"], head["mean_loops_used"]) == (halting["right"], pytest.approx(halting["loops"] / 24))
     figures = claims["argmax_noninferior"]["figures"]
     assert (figures["exit_correct"], figures["forced_correct"]) == (argmax["exit"], argmax["forced"])
     assert figures["mean_loops_used"] == pytest.approx(argmax["loops"] / 24)
