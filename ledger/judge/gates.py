@@ -73,21 +73,42 @@ def guardrail(base_correct: Mapping[str, bool], readings: Sequence[Any], max_dro
     }
 
 
-def retention_floor(rows: Sequence[Any], readings: Sequence[Any], floor: float, depths: tuple[int, int] | None) -> dict:
-    """Final-reading accuracy (``ledger.store.final_reading``) must stay at or above ``floor``."""
+def retention_floor(
+    rows: Sequence[Any],
+    readings: Sequence[Any],
+    floor: float,
+    depths: tuple[int, int] | None,
+    measure: str = "accuracy",
+) -> dict:
+    """Final-reading accuracy (``ledger.store.final_reading``) must stay at or above ``floor``: over every row,
+    or (``min_per_depth``) at the depth where it is lowest."""
     depth_of = {row.row_id: row.depth for row in rows}
     final = list(choose_final(readings, depth_of).values())
     if depths is not None:
         final = [r for r in final if depths[0] <= depth_of[r.row_id] <= depths[1]]
-    correct = sum(1 for r in final if r.correct)
-    value = correct / len(final) if final else 0.0
+    if measure == "min_per_depth":
+        tally: dict[int, list[int]] = {}
+        for reading in final:
+            counts = tally.setdefault(depth_of[reading.row_id], [0, 0])
+            counts[0] += bool(reading.correct)
+            counts[1] += 1
+        per_depth = {depth: right / n for depth, (right, n) in sorted(tally.items())}
+        worst = min(per_depth, key=lambda d: (per_depth[d], d)) if per_depth else None
+        value = per_depth[worst] if worst is not None else 0.0
+        shown = ", ".join(f"d{depth} {tally[depth][0]}/{tally[depth][1]}" for depth in per_depth)
+        summary = f"lowest per-depth accuracy {value:.3f} at depth {worst} ({shown}; floor {floor})"
+        detail: dict[str, Any] = {"summary": summary, "per_depth": {str(d): a for d, a in per_depth.items()}}
+    else:
+        correct = sum(1 for r in final if r.correct)
+        value = correct / len(final) if final else 0.0
+        detail = {"summary": f"accuracy {correct}/{len(final)} = {value:.3f} (floor {floor})"}
     return {
         "passed": bool(final) and value >= floor,
-        "metric": "accuracy",
+        "metric": "accuracy" if measure == "accuracy" else "min_per_depth_accuracy",
         "value": value,
         "threshold": floor,
         "comparison": ">=",
-        "detail": {"summary": f"accuracy {correct}/{len(final)} = {value:.3f} (floor {floor})"},
+        "detail": detail,
     }
 
 
@@ -149,7 +170,8 @@ def judge_guardrail(gate: Any, inputs: GateInputs) -> dict:
 
 
 def judge_retention_floor(gate: Any, inputs: GateInputs) -> dict:
-    return retention_floor(inputs.rows, inputs.readings, gate.floor, tuple(gate.depths) if gate.depths else None)
+    depths = tuple(gate.depths) if gate.depths else None
+    return retention_floor(inputs.rows, inputs.readings, gate.floor, depths, getattr(gate, "measure", "accuracy"))
 
 
 def judge_depth_gate(gate: Any, inputs: GateInputs) -> dict:

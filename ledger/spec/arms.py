@@ -309,7 +309,7 @@ class Stage(_LateOptions):
     mixture: dict[str, float] = Field(
         default_factory=dict,
         description="A data mixture instead of one manifest: manifest id -> weight (each example's manifest is "
-        "drawn by weight). Next-token stages only. Healing is two stages: general text, then the task mixture.",
+        "drawn by weight). Next-token stages, or chains for a chain objective (rehearsal of an earlier operation). Healing is two stages: general text, then the task mixture.",
     )
     max_tokens: int = Field(default=128, ge=8, le=8192, description="Next-token stages: tokens kept per document.")
     checkpoint_every: int | None = Field(

@@ -109,6 +109,16 @@ def runnable_problems(protocol: Protocol, protocol_dir: Path) -> list[Problem]:
     return problems
 
 
+def _manifests_read_by(protocol: Protocol, arm_id: str) -> set[str]:
+    """The manifests an arm's checkpoints are read on: its evaluation's and its stages' gates'."""
+    arm = protocol.arm(arm_id)
+    gates = {gate.id: gate for gate in protocol.gates}
+    read = set(arm.evaluation.manifests)
+    for stage in arm.stages:
+        read |= {gates[name].manifest for name in stage.gates if name in gates}
+    return read
+
+
 def _exit_rules(protocol: Protocol, arm: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
     """Exit rules choose among loops 1..K: the evaluation reads every one of them, past every row's depth."""
     rules = getattr(arm.evaluation, "exit_rules", [])
@@ -210,7 +220,12 @@ def _stage(protocol: Protocol, arm: Any, kind: Any, stage: Any, at: tuple[Any, .
         else:
             _runnable(RECURRENCES[stage.recurrence.kind], (*at, "recurrence", "kind"), problems)
     if stage.mixture and not objective.reads_text:
-        problems.append(((*at, "mixture"), f"objective {stage.objective!r} trains on one manifest, not a mixture"))
+        # a chain objective may rehearse: a mixture of chains (e.g. a new operation and the forward one)
+        chains = [name for name in stage.mixture if GENERATORS[protocol.manifest(name).generator].reading == "by_loop"]
+        if objective.trains_halting_head or len(chains) != len(stage.mixture):
+            problems.append(
+                ((*at, "mixture"), f"objective {stage.objective!r} trains on one manifest or a mixture of chains only")
+            )
     if stage.checkpoint_every is not None and stage.checkpoint_every >= stage.steps:
         problems.append(((*at, "checkpoint_every"), f"checkpoint_every must be below the stage's {stage.steps} steps"))
     _text_stage(protocol, arm, objective, stage, at, problems)
@@ -388,6 +403,22 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
                         "its evaluation.exit_rules",
                     )
                 )
+        if kind.reads == "checkpoints":  # every checkpoint of the arm that read each condition's manifest
+            read = _manifests_read_by(protocol, claim.arm)
+            for c, condition in enumerate(claim.conditions):
+                if condition.manifest not in read:
+                    problems.append(
+                        (
+                            (*at, "conditions", c, "manifest"),
+                            f"arm {claim.arm!r} never reads {condition.manifest!r} (in a gate of its stages or its "
+                            "evaluation)",
+                        )
+                    )
+                elif condition.measure == "min_per_depth" and not hasattr(
+                    protocol.manifest(condition.manifest), "depths"
+                ):
+                    problems.append(((*at, "conditions", c, "measure"), f"{condition.manifest!r} has no depths"))
+            continue
         if kind.reads == "training":  # the lineage of the arm's checkpoint that read the manifest
             if evidence_loops(protocol, claim.arm, claim.manifest) is None:
                 problems.append((at, f"the protocol writes no evidence of arm {claim.arm!r} on {claim.manifest!r}"))

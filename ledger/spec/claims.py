@@ -24,6 +24,7 @@ from ledger.spec.common import located as _located
 from ledger.spec.depth_choice import AdaptiveDepthClaim
 from ledger.spec.loader import ProtocolIssue, load_model_file
 from ledger.spec.protocol import Protocol
+from ledger.spec.retention import KeepsAllClaim
 
 
 class PairedExactClaim(_ClaimCommon):
@@ -238,6 +239,13 @@ for _statistic in (
         reads="exits",
         tested=True,
     ),
+    StatisticKind(
+        "keeps_all",
+        KeepsAllClaim,
+        "ledger.judge.retention:keeps_all",
+        "whether any checkpoint of an arm meets every condition at once (the acquisition-retention boundary)",
+        reads="checkpoints",
+    ),
 ):
     STATISTICS.add(_statistic)
 Claim = Annotated[
@@ -251,7 +259,8 @@ Claim = Annotated[
     | PairedLossClaim
     | EqualFlopsClaim
     | TrainingStableClaim
-    | AdaptiveDepthClaim,
+    | AdaptiveDepthClaim
+    | KeepsAllClaim,
     Field(discriminator="statistic"),
 ]
 check_union(STATISTICS, Claim)
@@ -372,4 +381,5 @@ def manifest_of(claim: Any, arm: str) -> str:
 def claim_manifests(claim: Any) -> tuple[str, ...]:
     """Every manifest a claim reads, its ``manifest`` first."""
     others = [m for m in getattr(claim, "manifests", {}).values() if m != claim.manifest]
+    others += [c.manifest for c in getattr(claim, "conditions", ()) if c.manifest != claim.manifest]
     return tuple(dict.fromkeys([claim.manifest, *others]))

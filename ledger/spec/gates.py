@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from ledger.registry import Kind, Registry, check_union
-from ledger.spec.common import DepthRange, StrictModel
+from ledger.spec.common import DepthRange, LateOptions, StrictModel
 
 
 @dataclass(frozen=True)
@@ -59,16 +59,23 @@ class GuardrailGate(_GateCommon):
         return f"drop vs {self.reference} <= {self.max_drop}"
 
 
-class RetentionFloorGate(_GateCommon):
-    """Accuracy on a manifest must stay at or above a floor."""
+class RetentionFloorGate(_GateCommon, LateOptions):
+    """Accuracy on a manifest must stay at or above a floor: over every row, or at every depth (the paper's
+    forward-retention minimum: the lowest per-depth accuracy)."""
 
     kind: Literal["retention_floor"]
     manifest: str
     depths: DepthRange | None = None
     floor: float = Field(ge=0, le=1)
+    measure: Literal["accuracy", "min_per_depth"] = Field(
+        default="accuracy", description="accuracy: over every row; min_per_depth: the lowest per-depth accuracy."
+    )
+
+    _late_options = ("measure",)
 
     def rule(self) -> str:
-        return f"accuracy >= {self.floor}"
+        what = "accuracy" if self.measure == "accuracy" else "min per-depth accuracy"
+        return f"{what} >= {self.floor}"
 
 
 class DepthGate(_GateCommon):

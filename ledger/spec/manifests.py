@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from ledger.registry import Kind, Registry, check_union
-from ledger.spec.common import DepthRange, StrictModel
+from ledger.spec.common import DepthRange, LateOptions, StrictModel
 from ledger.spec.common import located as _located
 
 
@@ -45,13 +45,20 @@ class _ManifestCommon(StrictModel):
         return {"scoring": "label", "permutations": 1, "loops": [1]}
 
 
-class RuleChasingManifest(_ManifestCommon):
+class RuleChasingManifest(_ManifestCommon, LateOptions):
     generator: Literal["rule_chasing"]
     surface: Literal["symbolic", "relay", "pointer"] = "symbolic"
     alphabet: Literal["N16", "N24", "names"] = "N16"
     depths: DepthRange
     rows_per_depth: int = Field(ge=1)
     distractors: bool = Field(default=True, description="Map every off-orbit symbol to a random symbol.")
+    operation: Literal["forward", "reverse_inverse_table", "reverse_forward_table"] = Field(
+        default="forward",
+        description="forward: apply f; reverse_*: which symbol maps to the current one (f a permutation), with the "
+        "explicit inverse table shown or the forward table alone to be searched backwards (symbolic surface only).",
+    )
+
+    _late_options = ("operation",)
 
     @model_validator(mode="after")
     def _depths_fit_alphabet(self) -> RuleChasingManifest:
@@ -66,6 +73,8 @@ class RuleChasingManifest(_ManifestCommon):
                 f"alphabet {self.alphabet} has {size} symbols but depth {high} needs {high + 1} distinct symbols",
                 ["alphabet"],
             )
+        if self.operation != "forward" and self.surface != "symbolic":
+            raise _located("the reverse operation is rendered on the symbolic surface only", ["operation"])
         return self
 
     @property
@@ -73,7 +82,8 @@ class RuleChasingManifest(_ManifestCommon):
         return (self.depths[1] - self.depths[0] + 1) * self.rows_per_depth
 
     def describe(self) -> str:
-        return f"rule_chasing/{self.surface} {self.alphabet} depth {self.depths[0]}-{self.depths[1]}"
+        what = "" if self.operation == "forward" else f" {self.operation}"
+        return f"rule_chasing/{self.surface}{what} {self.alphabet} depth {self.depths[0]}-{self.depths[1]}"
 
     def generator_params(self) -> dict[str, Any]:
         """The generator's keyword arguments (alphabet names resolve to symbols in the rows stage)."""
@@ -86,6 +96,7 @@ class RuleChasingManifest(_ManifestCommon):
             "split": self.split,
             "version": self.version,
             "distractors": self.distractors,
+            **({"operation": self.operation} if self.operation != "forward" else {}),
         }
 
 

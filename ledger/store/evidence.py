@@ -242,6 +242,24 @@ class StoreEvidence:
         points = [(c, float(meta[c]["flops_total"])) for c in checkpoints if "flops_total" in meta.get(c, {})]
         return sorted(points, key=lambda point: point[1])
 
+    def checkpoint_outcomes(self, arm: str, manifest: str) -> dict[str, tuple[str, dict[str, tuple[int, bool]]]]:
+        """checkpoint -> (its stage, row id -> (depth, correct) at each row's final reading), for every checkpoint
+        of the arm that read the manifest, in recording order (a lineage's stages, read by their gates)."""
+        sha = self.manifest_sha256(manifest)
+        if sha is None:
+            return {}
+        shas = self.store.checkpoints_on(arm, sha, self.protocol_sha256s)
+        stages = {c.sha256: str(c.stage or "") for c in self.store.checkpoints(shas)}
+        found: dict[str, tuple[str, dict[str, tuple[int, bool]]]] = {}
+        for checkpoint in shas:
+            readings = self._outcome_readings(arm, manifest, None, checkpoint)
+            if readings:
+                found[checkpoint] = (
+                    stages.get(checkpoint, ""),
+                    {r.row_id: (int(r.depth), bool(r.correct)) for r in readings},
+                )
+        return found
+
     def outcomes_at(self, arm: str, manifest: str, loop: int, checkpoint: str) -> dict[str, tuple[int, bool]] | None:
         """row id -> (depth, correct) of one checkpoint's readings at ``loop``."""
         readings = self._outcome_readings(arm, manifest, loop, checkpoint)

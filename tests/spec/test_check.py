@@ -34,7 +34,10 @@ def design_m(data: dict) -> None:
 def mixture_on_a_chain_objective(data: dict) -> None:
     stage = _arm(data, "A")["stages"][0]
     del stage["manifest"]
-    stage["mixture"] = {"train": 1.0}
+    data["manifests"].append(
+        {"id": "arith", "role": "train", "generator": "arithmetic", "per_op": 4, "seed": 1, "split": "aritht"}
+    )
+    stage["mixture"] = {"train": 1.0, "arith": 1.0}  # rehearsal mixes chains; arithmetic rows are not chains
 
 
 def next_token_without_sampled_recurrence(data: dict) -> None:
@@ -134,7 +137,10 @@ CASES = {
     "halting_rule_without_a_head": (halting_rule_without_a_head, "has no halting head"),
     "exit_rules_on_a_dense_arm": (exit_rules_on_a_dense_arm, "do not read evaluation.exit_rules"),
     "design_m": (design_m, "sampled recurrence trains next-token stages only, not 'intermediate'"),
-    "mixture_on_a_chain_objective": (mixture_on_a_chain_objective, "trains on one manifest, not a mixture"),
+    "mixture_on_a_chain_objective": (
+        mixture_on_a_chain_objective,
+        "trains on one manifest or a mixture of chains only",
+    ),
     "next_token_without_sampled_recurrence": (
         next_token_without_sampled_recurrence,
         "a recurrent next-token stage needs a recurrence schedule (poisson_lognormal)",

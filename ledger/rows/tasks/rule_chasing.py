@@ -32,6 +32,7 @@ from collections.abc import Sequence
 
 from ledger.rows.manifest import Row
 from ledger.rows.tasks.alphabets import resolve_alphabet
+from ledger.rows.tasks.reverse_lookup import OPERATIONS, draw_reverse, render_reverse
 from ledger.rows.tasks.seeds import row_rng
 from ledger.rows.tasks.surfaces import DEFAULT_ALPHABET, SURFACES, render
 
@@ -123,8 +124,12 @@ def generate_rule_chasing(
     split: str,
     version: int = 1,
     distractors: bool = True,
+    operation: str = "forward",
 ) -> list[Row]:
     """Generate ``rows_per_depth`` rows for every depth in ``depth_range`` (inclusive).
+
+    ``operation``: "forward" (apply f), or the reverse operation ("which symbol maps to X",
+    ``ledger.rows.tasks.reverse_lookup``) with or without the explicit inverse table (symbolic surface only).
 
     ``symbols`` is an alphabet name (``"N16"``, ``"N24"``, ``"names"``, ...) or an explicit
     list; by default the surface's alphabet (N16 for symbolic, names for relay/pointer).
@@ -153,6 +158,8 @@ def generate_rule_chasing(
             f"lower the depth range to <= {len(alphabet) - 1} or use a larger alphabet"
         )
 
+    if operation != "forward":
+        return _reverse_rows(surface, alphabet, lo, hi, rows_per_depth, seed, split, version, operation)
     rows: list[Row] = []
     for depth in range(lo, hi + 1):
         for index in range(rows_per_depth):
@@ -179,6 +186,53 @@ def generate_rule_chasing(
                         "index": index,
                         "distractors": distractors,
                         "order": order,
+                    },
+                )
+            )
+    return rows
+
+
+def _reverse_rows(
+    surface: str,
+    alphabet: tuple[str, ...],
+    lo: int,
+    hi: int,
+    rows_per_depth: int,
+    seed: int,
+    split: str,
+    version: int,
+    operation: str,
+) -> list[Row]:
+    if operation not in OPERATIONS:
+        raise ValueError(f"unknown operation {operation!r}; known: {', '.join(OPERATIONS)}")
+    if surface != "symbolic":
+        raise ValueError(f"the reverse operation is rendered on the symbolic surface only, not {surface!r}")
+    rows: list[Row] = []
+    for depth in range(lo, hi + 1):
+        for index in range(rows_per_depth):
+            rng = row_rng(f"{GENERATOR}/{operation}", version, seed, split, depth, index)
+            forward, inverse, start, path, inverse_order = draw_reverse(rng, alphabet, depth)
+            rows.append(
+                Row(
+                    row_id=row_id(split, depth, index),
+                    task="rule_chasing",
+                    surface=surface,
+                    depth=depth,
+                    prompt=render_reverse(operation, forward, start, depth, list(forward), inverse_order),
+                    answer=path[-1],
+                    path=path,
+                    symbols=list(alphabet),
+                    table=inverse,
+                    start=start,
+                    meta={
+                        "generator": GENERATOR,
+                        "version": version,
+                        "seed": seed,
+                        "split": split,
+                        "index": index,
+                        "operation": operation,
+                        "forward_order": list(forward),
+                        "order": inverse_order,
                     },
                 )
             )
@@ -212,7 +266,19 @@ def check_rule_chasing_row(row: Row) -> None:
     if row.meta.get("distractors", True) and sorted(table) != sorted(symbols):
         problems.append("not every symbol is a key exactly once")
     order = row.meta.get("order")
-    if order is not None and row.start in table:
+    operation = row.meta.get("operation", "forward")
+    if operation != "forward" and row.start in table:
+        forward = {value: key for key, value in table.items()}
+        forward_order = row.meta.get("forward_order") or list(forward)
+        try:
+            shown = {key: forward[key] for key in forward_order}
+            rendered = render_reverse(operation, shown, row.start, row.depth, forward_order, order or list(table))
+        except (KeyError, ValueError) as exc:
+            problems.append(f"cannot re-render the reverse prompt: {exc}")
+        else:
+            if rendered != row.prompt:
+                problems.append("prompt does not re-render from the table")
+    elif order is not None and row.start in table:
         try:
             rendered = render(row.surface, table, row.start, row.depth, order)
         except ValueError as exc:

@@ -1,0 +1,46 @@
+"""The acquisition-retention boundary (SPEC section 8): a claim over every checkpoint of an arm.
+
+The paper's finding is a boundary: a second operation can be learnt alone, but no checkpoint trained on it kept
+the first operation and the general checks at once. ``keeps_all`` states that over every checkpoint of an arm
+that read each condition's manifest (each stage's checkpoint, read by its gates or the arm's evaluation): a
+checkpoint *keeps all* when every condition holds there (accuracy over the rows, or the lowest per-depth
+accuracy, at least a threshold). ``expect: none`` is supported when no checkpoint keeps all; ``some`` when one
+does.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ledger.spec.claim_common import _ClaimCommon
+from ledger.spec.common import StrictModel
+from ledger.spec.common import located as _located
+
+
+class KeepCondition(StrictModel):
+    manifest: str
+    measure: Literal["accuracy", "min_per_depth"] = Field(
+        default="accuracy", description="accuracy: over every row; min_per_depth: the lowest per-depth accuracy."
+    )
+    at_least: float = Field(ge=0, le=1)
+
+    def describe(self) -> str:
+        what = "accuracy" if self.measure == "accuracy" else "min per-depth accuracy"
+        return f"{self.manifest} {what} >= {self.at_least:g}"
+
+
+class KeepsAllClaim(_ClaimCommon):
+    """Whether any checkpoint of ``arm`` meets every condition at once (``manifest`` is the first condition's)."""
+
+    statistic: Literal["keeps_all"]
+    arm: str
+    conditions: list[KeepCondition] = Field(min_length=2)
+    expect: Literal["none", "some"] = "none"
+
+    @model_validator(mode="after")
+    def _first_condition_is_the_manifest(self) -> KeepsAllClaim:
+        if self.conditions[0].manifest != self.manifest:
+            raise _located("`manifest` names the first condition's manifest", ["manifest"])
+        return self
