@@ -41,6 +41,9 @@ class EvidenceSource(TypingProtocol):
     def gate_passed(self, gate: str, arm: str) -> bool | None:
         """The recorded result of ``gate`` for ``arm``'s checkpoint; None if never measured."""
 
+    def outcomes_at_step(self, arm: str, manifest: str, step: int) -> tuple[str | None, dict[str, tuple[int, bool]]]:
+        """(checkpoint, row_id -> (depth, correct)) of the arm's checkpoint at ``step`` of its stage."""
+
 
 @dataclass
 class ClaimResult:
@@ -98,7 +101,15 @@ def evaluate_claim(claim: Claim, evidence: EvidenceSource) -> ClaimResult:
 
 def _rows(claim: Claim, evidence: EvidenceSource, arm: str, loop: int | None = None) -> dict[str, tuple[int, bool]]:
     manifest = manifest_of(claim, arm)  # the claim's manifest, or the one it names for this arm
-    found = evidence.outcomes(arm, manifest, loop)
+    step = getattr(claim, "at_step", None)
+    checkpoint = None
+    found: dict[str, tuple[int, bool]] | None
+    if step is not None:  # the arm's checkpoint at that step of its stage, read at each row's final loop
+        checkpoint, found = evidence.outcomes_at_step(arm, manifest, step)
+        if checkpoint is None:
+            raise Unverifiable(f"arm {arm!r} has no checkpoint at step {step} read on manifest {manifest!r}")
+    else:
+        found = evidence.outcomes(arm, manifest, loop)
     if not found:
         reading = "final loop" if loop is None else f"loop {loop}"
         raise Unverifiable(f"no evidence for arm {arm!r} on manifest {manifest!r} at the {reading}")
@@ -107,7 +118,7 @@ def _rows(claim: Claim, evidence: EvidenceSource, arm: str, loop: int | None = N
         found = {row: value for row, value in found.items() if low <= value[0] <= high}
         if not found:
             raise Unverifiable(f"no rows of arm {arm!r} at depths {low}-{high}")
-    note_rows(evidence, arm, manifest, loop, found)
+    note_rows(evidence, arm, manifest, loop, found, checkpoint=checkpoint)
     return found
 
 
@@ -406,3 +417,7 @@ class MemoryEvidence:
 
     def gate_passed(self, gate, arm):
         return self.gates.get((gate, arm))
+
+    def outcomes_at_step(self, arm, manifest, step):
+        found = self.outcome_map.get((arm, manifest, ("step", step)))
+        return (f"{arm}@{step}", found) if found is not None else (None, {})

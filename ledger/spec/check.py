@@ -119,6 +119,32 @@ def _manifests_read_by(protocol: Protocol, arm_id: str) -> set[str]:
     return read
 
 
+def _read_at_step(protocol: Protocol, arm_id: str, manifest: str, step: int) -> bool:
+    """Whether an arm records a checkpoint at ``step`` of a stage that is read on ``manifest``."""
+    if arm_id.startswith("base:"):
+        return False
+    arm = protocol.arm(arm_id)
+    if manifest not in arm.evaluation.manifests or not arm.stages:
+        return False
+    every = [s for s in arm.stages if s.checkpoint_every and step % s.checkpoint_every == 0 and step < s.steps]
+    return bool(every) or arm.stages[-1].steps == step
+
+
+def _checkpoints_reading(protocol: Protocol, arm_id: str, manifest: str) -> int:
+    """How many of an arm's checkpoints are read on a manifest: each stage's whose gates read it, the final one
+    if its evaluation does, and then every ``checkpoint_every`` checkpoint too."""
+    arm = protocol.arm(arm_id)
+    gates = {gate.id: gate.manifest for gate in protocol.gates}
+    read = {i for i, stage in enumerate(arm.stages) if any(gates.get(name) == manifest for name in stage.gates)}
+    intermediate = 0
+    if manifest in arm.evaluation.manifests:
+        read.add(len(arm.stages) - 1)
+        for stage in arm.stages:
+            if stage.checkpoint_every:
+                intermediate += (stage.steps - 1) // stage.checkpoint_every
+    return len(read) + intermediate
+
+
 def _exit_rules(protocol: Protocol, arm: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
     """Exit rules choose among loops 1..K: the evaluation reads every one of them, past every row's depth."""
     rules = getattr(arm.evaluation, "exit_rules", [])
@@ -405,6 +431,12 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
                 )
         if kind.reads == "checkpoints":  # every checkpoint of the arm that read each condition's manifest
             read = _manifests_read_by(protocol, claim.arm)
+            if not hasattr(claim, "conditions"):  # a trend: one manifest, at two checkpoints or more
+                if claim.manifest not in read:
+                    problems.append(((*at, "manifest"), f"arm {claim.arm!r} never reads {claim.manifest!r}"))
+                elif _checkpoints_reading(protocol, claim.arm, claim.manifest) < 2:
+                    problems.append((at, f"arm {claim.arm!r} records one checkpoint: a trend needs checkpoint_every"))
+                continue
             for c, condition in enumerate(claim.conditions):
                 if condition.manifest not in read:
                     problems.append(
@@ -419,6 +451,18 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
                 ):
                     problems.append(((*at, "conditions", c, "measure"), f"{condition.manifest!r} has no depths"))
             continue
+        step = getattr(claim, "at_step", None)
+        if step is not None:
+            for arm_id in claim.arms:
+                if not _read_at_step(protocol, arm_id, claim.manifest, step):
+                    problems.append(
+                        (
+                            (*at, "at_step"),
+                            f"arm {arm_id!r} records no checkpoint at step {step} read on {claim.manifest!r} (its "
+                            "last stage's steps, or a multiple of a stage's checkpoint_every, with the manifest in its "
+                            "evaluation)",
+                        )
+                    )
         if kind.reads == "training":  # the lineage of the arm's checkpoint that read the manifest
             if evidence_loops(protocol, claim.arm, claim.manifest) is None:
                 problems.append((at, f"the protocol writes no evidence of arm {claim.arm!r} on {claim.manifest!r}"))

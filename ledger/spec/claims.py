@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from ledger.registry import check_union
+from ledger.spec.checkpoint_claims import CheckpointTrendClaim, KeepsAllClaim
 from ledger.spec.claim_common import STATISTICS as STATISTICS
 from ledger.spec.claim_common import RowFilter as RowFilter
 from ledger.spec.claim_common import StatisticKind as StatisticKind
@@ -24,7 +25,6 @@ from ledger.spec.common import located as _located
 from ledger.spec.depth_choice import AdaptiveDepthClaim
 from ledger.spec.loader import ProtocolIssue, load_model_file
 from ledger.spec.protocol import Protocol
-from ledger.spec.retention import KeepsAllClaim
 
 
 class PairedExactClaim(_ClaimCommon):
@@ -35,7 +35,13 @@ class PairedExactClaim(_ClaimCommon):
     direction: Literal["greater", "less", "two-sided"] = "greater"
     alpha: float = Field(default=0.05, gt=0, lt=1)
     loop: int | None = Field(default=None, ge=1, description="Read at this loop (e.g. 1) instead of the forced depth.")
-    ADDED_LATER: ClassVar[dict[str, Any]] = {**_ClaimCommon.ADDED_LATER, "loop": None}
+    at_step: int | None = Field(
+        default=None,
+        ge=1,
+        description="Read each arm's checkpoint at this step of its stage (a stage's checkpoint_every checkpoints, or "
+        "its last step) instead of its final checkpoint: transfer claims per step, each its own family member.",
+    )
+    ADDED_LATER: ClassVar[dict[str, Any]] = {**_ClaimCommon.ADDED_LATER, "loop": None, "at_step": None}
 
 
 class AccuracyClaim(_ClaimCommon):
@@ -242,8 +248,15 @@ for _statistic in (
     StatisticKind(
         "keeps_all",
         KeepsAllClaim,
-        "ledger.judge.retention:keeps_all",
+        "ledger.judge.checkpoint_claims:keeps_all",
         "whether any checkpoint of an arm meets every condition at once (the acquisition-retention boundary)",
+        reads="checkpoints",
+    ),
+    StatisticKind(
+        "checkpoint_trend",
+        CheckpointTrendClaim,
+        "ledger.judge.checkpoint_claims:checkpoint_trend",
+        "a measure rises or falls from an arm's first checkpoint to its last (e.g. the mean up, the deep tail down)",
         reads="checkpoints",
     ),
 ):
@@ -260,7 +273,8 @@ Claim = Annotated[
     | EqualFlopsClaim
     | TrainingStableClaim
     | AdaptiveDepthClaim
-    | KeepsAllClaim,
+    | KeepsAllClaim
+    | CheckpointTrendClaim,
     Field(discriminator="statistic"),
 ]
 check_union(STATISTICS, Claim)

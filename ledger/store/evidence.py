@@ -260,6 +260,14 @@ class StoreEvidence:
                 )
         return found
 
+    def outcomes_at_step(self, arm: str, manifest: str, step: int) -> tuple[str | None, dict[str, tuple[int, bool]]]:
+        """(checkpoint, row id -> (depth, correct)) of the arm's last-recorded checkpoint that ends at ``step`` of
+        its stage (its training record's step range) and read the manifest; (None, {}) if there is none."""
+        found = self.checkpoint_outcomes(arm, manifest)
+        meta = self.store.checkpoint_meta(found)
+        at = [c for c in found if (meta.get(c, {}).get("step_range") or [None, None])[1] == step]
+        return (at[-1], found[at[-1]][1]) if at else (None, {})
+
     def outcomes_at(self, arm: str, manifest: str, loop: int, checkpoint: str) -> dict[str, tuple[int, bool]] | None:
         """row id -> (depth, correct) of one checkpoint's readings at ``loop``."""
         readings = self._outcome_readings(arm, manifest, loop, checkpoint)

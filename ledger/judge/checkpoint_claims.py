@@ -1,4 +1,4 @@
-"""``keeps_all`` claims (``ledger/spec/retention.py``): every checkpoint of an arm against every condition."""
+"""``keeps_all`` claims (``ledger.spec.checkpoint_claims.py``): every checkpoint of an arm against every condition."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from ledger.judge.claims import ClaimResult, Unverifiable, depth_tally
 from ledger.judge.selection import note_rows
-from ledger.spec.retention import KeepsAllClaim
+from ledger.spec.checkpoint_claims import CheckpointTrendClaim, KeepsAllClaim
 
 
 def condition_value(outcomes: dict[str, tuple[int, bool]], measure: str) -> float:
@@ -50,3 +50,29 @@ def keeps_all(claim: KeepsAllClaim, evidence: Any) -> ClaimResult:
     )
     figures = {"checkpoints": len(table), "keeping": len(keeping), "table": table}
     return ClaimResult(claim.id, claim.statistic, "supported" if supported else "refuted", reason, figures)
+
+
+def checkpoint_trend(claim: CheckpointTrendClaim, evidence: Any) -> ClaimResult:
+    found = evidence.checkpoint_outcomes(claim.arm, claim.manifest)
+    series: list[tuple[str, str, float]] = []
+    for checkpoint, (stage, outcomes) in found.items():
+        if claim.rows.depths is not None:
+            low, high = claim.rows.depths
+            outcomes = {row: value for row, value in outcomes.items() if low <= value[0] <= high}
+        if not outcomes:
+            continue
+        series.append((checkpoint, stage, condition_value(outcomes, claim.measure)))
+        note_rows(evidence, claim.arm, claim.manifest, None, list(outcomes), checkpoint=checkpoint)
+    if len(series) < 2:
+        raise Unverifiable(
+            f"arm {claim.arm!r} has {len(series)} checkpoint(s) read on {claim.manifest!r}: a trend needs two"
+        )
+    first, last = series[0][2], series[-1][2]
+    holds = last > first if claim.direction == "rises" else last < first
+    what = "accuracy" if claim.measure == "accuracy" else "lowest per-depth accuracy"
+    where = "" if claim.rows.depths is None else f" over depths {claim.rows.depths[0]}-{claim.rows.depths[1]}"
+    shown = ", ".join(f"{stage or checkpoint[:12]} {value:.4f}" for checkpoint, stage, value in series)
+    reason = f"{claim.arm} {what}{where} by checkpoint: {shown}; last - first = {last - first:+.4f}, {claim.direction}?"
+    figures = {"first": first, "last": last, "change": last - first, "checkpoints": len(series)}
+    figures.update({f"value_{i + 1}": value for i, (_, _, value) in enumerate(series)})
+    return ClaimResult(claim.id, claim.statistic, "supported" if holds else "refuted", reason, figures)

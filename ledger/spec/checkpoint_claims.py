@@ -1,4 +1,5 @@
-"""The acquisition-retention boundary (SPEC section 8): a claim over every checkpoint of an arm.
+"""Claims over every checkpoint of an arm (SPEC section 8): the acquisition-retention boundary, and a measure's
+trend across the checkpoints of one run.
 
 The paper's finding is a boundary: a second operation can be learnt alone, but no checkpoint trained on it kept
 the first operation and the general checks at once. ``keeps_all`` states that over every checkpoint of an arm
@@ -6,6 +7,11 @@ that read each condition's manifest (each stage's checkpoint, read by its gates 
 checkpoint *keeps all* when every condition holds there (accuracy over the rows, or the lowest per-depth
 accuracy, at least a threshold). ``expect: none`` is supported when no checkpoint keeps all; ``some`` when one
 does.
+
+``checkpoint_trend`` follows one measure across the arm's checkpoints in recording order (each stage's, and every
+``checkpoint_every`` step's, read on the manifest): the paper's "more language training raised the relay mean but
+the worst deep-tail minimum fell" is two such claims on one run (accuracy rises; the lowest per-depth accuracy over
+depths 11-12 falls), comparing the last checkpoint with the first.
 """
 
 from __future__ import annotations
@@ -44,3 +50,13 @@ class KeepsAllClaim(_ClaimCommon):
         if self.conditions[0].manifest != self.manifest:
             raise _located("`manifest` names the first condition's manifest", ["manifest"])
         return self
+
+
+class CheckpointTrendClaim(_ClaimCommon):
+    """A measure of ``arm`` on ``manifest`` (its rows filtered by ``rows``) rises or falls from the first
+    checkpoint that read it to the last."""
+
+    statistic: Literal["checkpoint_trend"]
+    arm: str
+    measure: Literal["accuracy", "min_per_depth"] = "accuracy"
+    direction: Literal["rises", "falls"]
