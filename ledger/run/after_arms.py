@@ -84,14 +84,23 @@ def accuracy(runner: Any, run_id: str, manifest_id: str, checkpoint: str) -> tup
 
 
 def unfinished_arms(runner: Any) -> list[str]:
-    """Arms with neither their evaluation evidence nor a hard stop recorded in this ledger."""
+    """Arms with neither their evaluation evidence nor a hard stop recorded in this ledger (an arm that continues
+    from a hard-stopped one never runs: it is finished too)."""
+
+    def stopped(arm_id: str | None) -> bool:
+        while arm_id is not None:
+            last = runner.last_checkpoint(runner.run_id_of(arm_id))
+            recorded = runner.store.checkpoint(last) if last is not None else None
+            if recorded is not None and recorded.status == "failed":
+                return True
+            arm_id = runner.protocol.arm(arm_id).init_from
+        return False
+
     unfinished = []
     for arm in runner.protocol.arms:
         run_id = runner.run_id_of(arm.id)
-        last = runner.last_checkpoint(run_id)
-        recorded = runner.store.checkpoint(last) if last is not None else None
-        if recorded is not None and recorded.status == "failed":
-            continue  # a hard stop is finished: its claims are judged without it
+        if stopped(arm.id):
+            continue  # a hard stop, or a continuation of one, is finished: its claims are judged without it
         evaluated = all(
             runner.store.has_evidence(run_id, runner.manifest_sha[manifest_id])
             for manifest_id in arm.evaluation.manifests

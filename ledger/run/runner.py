@@ -81,6 +81,8 @@ class Runner(StageTraining):
         self.device_choice = device or self.protocol.device  # the CLI's --device wins over the protocol's
         self.artifacts = Path(artifacts) if artifacts else None
         self.judge = judge  # False: the arms only; a later pass judges the claims and writes the report
+        # the judging pass after --parallel children: an arm a child hard-stopped is reported as stopped, not refused
+        self.judging_pass = False
         # read once (``_read_inputs``), before anything is written
         self.manifests: dict[str, Manifest] = {}
         self.manifest_sha: dict[str, str] = {}
@@ -288,6 +290,15 @@ class Runner(StageTraining):
             if last is None:
                 raise RunRefused(f"arm {arm.id} continues from arm {arm.init_from}, which has no checkpoint yet")
             start_from = self.store.checkpoint(last)
+            if start_from is not None and start_from.status == "failed":
+                # the store refuses to continue a failed lineage: this arm cannot run, the others still do
+                outcome.status = "skipped"
+                outcome.note = (
+                    f"not run: continues from arm {arm.init_from}, whose checkpoint {start_from.sha256[:12]} failed "
+                    f"gate {_failed_gates(self.store, start_from.sha256)}"
+                )
+                log.warning("arm %s: %s", arm.id, outcome.note)
+                return outcome
         if start_from is not None:
             parent = start_from.sha256
         try:  # the store's own lineage rule, before anything of this arm is written
@@ -301,6 +312,11 @@ class Runner(StageTraining):
         for stage in arm.stages:
             recorded = self._stage_checkpoint(run_id, stage.id)
             if recorded is not None:
+                if recorded.status == "failed" and self.judging_pass:  # --parallel: a child stopped it; judge
+                    outcome.status = "hard_stop"
+                    outcome.checkpoints.append(recorded.sha256)
+                    outcome.note = f"{_failed_gates(self.store, recorded.sha256)} failed after stage {stage.id}"
+                    return outcome
                 if recorded.status == "failed":
                     raise RunRefused(
                         f"arm {arm.id} stage {stage.id}: checkpoint {recorded.sha256[:12]} failed its gates "

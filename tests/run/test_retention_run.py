@@ -38,6 +38,13 @@ arms:
       - {{id: install, objective: intermediate, manifest: fwd_train, steps: 4, batch_size: 8, {OPT}, gates: [fwd_measure, rev_measure]}}
       - {{id: reverse, objective: intermediate, mixture: {{rev_train: 1.0, fwd_train: 1.0}}, steps: 4, batch_size: 8, {OPT}, gates: [forward_floor, rev_measure]}}
     evaluation: {{manifests: [rev_dev]}}
+  - id: C
+    kind: recurrent
+    init_from: R
+{ARM_DESIGN}
+    stages:
+      - {{id: more, objective: intermediate, manifest: rev_train, steps: 2, batch_size: 8, {OPT}}}
+    evaluation: {{manifests: [rev_dev]}}
 gates:
   - {{id: fwd_measure, kind: retention_floor, manifest: fwd_dev, floor: 0.0, measure: min_per_depth, action: flag}}
   - {{id: rev_measure, kind: retention_floor, manifest: rev_dev, floor: 0.0, action: flag}}
@@ -78,6 +85,8 @@ def test_a_floor_breach_fails_the_checkpoint_and_a_later_protocol_cannot_continu
     stopped = ledger_cli("run", str(tmp_path / "p.yaml"), "--db", db, "--out", str(tmp_path / "out"), "--no-progress")
     assert stopped.returncode == 3, stopped.stdout[-3000:] + stopped.stderr[-3000:]
     assert "hard_stop" in stopped.stdout and "forward_floor" in stopped.stdout
+    # the arm that continues from the stopped one is not run, and the run still judges its claims
+    assert "skipped" in stopped.stdout and "preregistered claims: 1 of 1 supported" in stopped.stdout
     with open_store(db) as store:
         checkpoints = {row["stage"]: row for row in store.rows_of("checkpoints", arm="R")}
         failed = checkpoints["reverse"]
