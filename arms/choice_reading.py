@@ -49,7 +49,7 @@ def read_choices(
     loops: Sequence[int] = (1,),
     progress: Callable[[int], None] | None = None,
 ) -> list[Any]:
-    from arms.runtime import Reading, _finite
+    from arms.readings import Reading, _finite
 
     recurrent = isinstance(runtime.model, RecurrentLM)
     readings = []

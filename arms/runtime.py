@@ -13,41 +13,25 @@ import copy
 import functools
 import math
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from arms.device import free_memory_bytes, model_device, synchronize
+from arms.device import free_memory_bytes, model_device
+from arms.readings import Reading, Tick, _tick
+from arms.recurrent_reading import RecurrentReading
 from arms.train.distributed import SINGLE, World
 from arms.train.step import TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
-from ledger.reader.persistence import cell_behavior
 from ledger.reader.shared import Reader
 from ledger.spec.arms import ARM_KINDS, BUDGETS, OBJECTIVES
 
 ProgressFn = Callable[[int, float], None]
-Tick = Callable[[int], None] | None  # told how many rows a batch of an evaluation read
 __all__ = ["ArmRuntime", "DenseRuntime", "Reading", "RecurrentRuntime", "TrainingDiverged", "build_runtime"]
-
-
-@dataclass
-class Reading:
-    """One arm's reading of one row at one loop (loop 0: read once, e.g. generated text)."""
-
-    row_id: str
-    loop: int
-    prediction: str | None
-    correct: bool | None
-    margin: float | None = None
-    latency_ms: float | None = None
-    tokens_generated: int | None = None
-    text: str | None = None
-    detail: dict | None = None  # what else the reading measured (a text row's nats and tokens)
 
 
 def derived_seed(*parts: Any) -> int:
@@ -216,16 +200,7 @@ def _symbol_ids(reader: Reader, device: torch.device) -> torch.Tensor:
     return torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols], device=device)
 
 
-def _tick(progress: Tick, n: int) -> None:
-    if progress is not None:
-        progress(n)
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
-
-
-class RecurrentRuntime(ArmRuntime):
+class RecurrentRuntime(RecurrentReading, ArmRuntime):
     """A retrofitted recurrent arm: the shared block looped, read at every loop."""
 
     def __init__(self, base_model, tokenizer, reader: Reader, arm: Any):
@@ -309,85 +284,6 @@ class RecurrentRuntime(ArmRuntime):
             step, sum(tokens), loops=deepest, grad_loops=deepest, mean=sum(depths) / len(depths), flops=flops
         )
         return recurrent_loss(self.model, batch, objective=stage.objective, anneal_weight=weight).loss
-
-    def evaluate(self, rows, evaluation, progress: Tick = None) -> list[Reading]:
-        """Forced depth: each row read at every loop 1..depth in one forward (rows batched by depth), on the
-        merged copy where the adapter arm's fits."""
-        with self.inference_copy():
-            return self._evaluate(rows, evaluation, progress)
-
-    def _evaluate(self, rows, evaluation, progress: Tick) -> list[Reading]:
-        readings: list[Reading] = []
-        by_depth: dict[int, list] = {}
-        for row in rows:
-            by_depth.setdefault(row.depth, []).append(row)
-        for depth, group in sorted(by_depth.items()):
-            loops = depth if evaluation.loops == "forced" else max(evaluation.loops)
-            wanted = range(1, depth + 1) if evaluation.loops == "forced" else evaluation.loops
-            for start in range(0, len(group), evaluation.batch_size):
-                chunk = group[start : start + evaluation.batch_size]
-                with torch.inference_mode():
-                    logits, halts = self._loop_readouts(chunk, loops)
-                for b, row in enumerate(chunk):
-                    reads = {}
-                    for loop in wanted:
-                        target = row.path[loop] if loop <= row.depth and len(row.path) > loop else None
-                        scores = logits[loop - 1, b].float().cpu().numpy()
-                        reads[loop] = (self.reader.decode_scores(scores, row, target=target), target)
-                    exits = self._exit_details(reads, evaluation, None if halts is None else halts[:, b].tolist())
-                    for loop, (read, target) in reads.items():
-                        detail = dict(exits.get(loop, {}))
-                        behavior = cell_behavior(row, loop, read.prediction)  # above the diagonal: persistence
-                        if behavior:
-                            detail["behavior"] = behavior
-                        correct = read.correct if target is not None else None
-                        readings.append(
-                            Reading(
-                                row.row_id, loop, read.prediction, correct, _finite(read.margin), detail=detail or None
-                            )
-                        )
-                _tick(progress, len(chunk))
-            self._time_sample(group, loops, evaluation.latency_sample_per_depth, readings)
-        return readings
-
-    def _loop_readouts(self, rows, loops: int):
-        """Every loop's symbol readouts, and the halting head's lambda_t [loops, batch] where the arm has one."""
-        if getattr(self.model, "halting_head", None) is None:
-            return self.readouts(rows, loops), None
-        from arms.train.halting import frozen_readouts
-
-        input_ids, attention_mask = self._encode(rows)
-        logits, states = frozen_readouts(self.model, input_ids, attention_mask, loops, self.symbol_ids)
-        return logits, cast(Any, self.model).halting_head(states)
-
-    @staticmethod
-    def _exit_details(reads: dict, evaluation, halts: list[float] | None) -> dict[int, dict]:
-        """Loop -> its exit signals and marks, where the evaluation declares exit rules (loops 1..K, checked)."""
-        rules = getattr(evaluation, "exit_rules", [])
-        if not rules:
-            return {}
-        from ledger.reader.exit_rules import exit_details
-
-        loops = sorted(reads)
-        scores, predictions = [reads[t][0].scores for t in loops], [reads[t][0].prediction for t in loops]
-        details = exit_details(scores, predictions, rules, None if halts is None else [halts[t - 1] for t in loops])
-        return dict(zip(loops, details))
-
-    def _time_sample(self, group, loops, sample, readings):
-        """Synchronized batch-1 model-call time (median of 3) for the first `sample` rows of a depth."""
-        final = {(r.row_id, r.loop): r for r in readings}
-        for row in group[:sample]:
-            times = []
-            for _ in range(3):
-                synchronize(self.device)
-                started = time.perf_counter()
-                with torch.inference_mode():  # the time to answer at the row's depth: that loop's readout alone
-                    self.readouts([row], loops, read_at=(loops,))
-                synchronize(self.device)
-                times.append((time.perf_counter() - started) * 1000.0)
-            reading = final.get((row.row_id, row.depth)) or final.get((row.row_id, loops))
-            if reading is not None:
-                reading.latency_ms = statistics.median(times)
 
 
 class DenseRuntime(ArmRuntime):

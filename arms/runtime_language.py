@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from arms.model.flops import fixed_depth_flops_per_token, recurrent_counts
-from arms.runtime import Reading, _finite, derived_seed
+from arms.readings import Reading, _finite
+from arms.runtime import derived_seed
 from arms.train.language import document_text, encode_documents, next_token_loss, sweep_nats
 from arms.train.recurrence import stage_recurrence
 

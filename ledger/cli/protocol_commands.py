@@ -221,6 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.parallel is not None:
             _run_children(runner, args)
             runner.resume = True  # every arm is recorded now: this pass judges the claims and reports
+            runner.judging_pass = True
         result = runner.run()
         if result is None:  # a data-parallel rank other than 0: rank 0 prints and records
             return EXIT_OK
