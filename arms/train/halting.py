@@ -110,9 +110,14 @@ def attach_head(model: nn.Module, spec, seed: int) -> list[nn.Parameter]:
 
 def frozen_readouts(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, loops: int, symbol_ids: Tensor):
     """The block's readouts restricted to the symbols and its states at the answer position, loops 1..loops,
-    computed without gradient: a halting stage trains the head alone."""
-    with torch.no_grad():
-        readouts, states = model(input_ids, attention_mask, loops=loops, return_states=True)
+    computed without gradient and in eval mode (no dropout: the head learns on the states it will read)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            readouts, states = model(input_ids, attention_mask, loops=loops, return_states=True)
+    finally:
+        model.train(was_training)
     return readouts.index_select(-1, symbol_ids.to(readouts.device)), states
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from ledger.judge import stats
 from ledger.judge.claims import ClaimResult, Unverifiable, format_p
 from ledger.judge.selection import note_rows
-from ledger.reader.exit_rules import exit_loop
+from ledger.reader.exit_rules import exit_loop, first_firing
 from ledger.spec.depth_choice import AdaptiveDepthClaim
 
 
@@ -33,14 +33,17 @@ def adaptive_depth(claim: AdaptiveDepthClaim, evidence: Any) -> ClaimResult:
     exit_right: list[bool] = []
     forced_right: list[bool] = []
     depths: list[int] = []
+    fired = 0  # rows where the rule fired; the others stop at the last loop read
     for row_id, reads in by_row.items():
         reads = sorted(reads, key=lambda r: r.loop)
         loops = [r.loop for r in reads]
         depth = reads[0].depth
         if loops != list(range(1, len(loops) + 1)) or depth > len(loops):
             raise Unverifiable(f"row {row_id!r} is not read at every loop 1..K past its depth {depth}: {loops}")
+        loops_read = [{**r.detail, "prediction": r.prediction} for r in reads]
         try:
-            t = exit_loop(rule.rule, rule.value(), [{**r.detail, "prediction": r.prediction} for r in reads])
+            t = exit_loop(rule.rule, rule.value(), loops_read)
+            fired += first_firing(rule.rule, rule.value(), loops_read) is not None
         except ValueError as exc:
             raise Unverifiable(f"row {row_id!r}: {exc}") from None
         marked = [r.loop for r in reads if label in r.detail.get("exits", ())]
@@ -69,6 +72,7 @@ def adaptive_depth(claim: AdaptiveDepthClaim, evidence: Any) -> ClaimResult:
         "forced_correct": sum(forced_right),
         "helped": counts.helped,
         "hurt": counts.hurt,
+        "fired": fired,
         "right_depth": right_depth,
         "right_depth_share": right_depth / n,
         "mean_loops_used": used_loops,
@@ -77,7 +81,8 @@ def adaptive_depth(claim: AdaptiveDepthClaim, evidence: Any) -> ClaimResult:
     }
     summary = (
         f"{claim.arm} under {label}: right at the chosen loop {sum(exit_right)}/{n}, at forced depth "
-        f"{sum(forced_right)}/{n}; stopped at the row's depth {right_depth}/{n}; mean loops {used_loops:.2f} against "
+        f"{sum(forced_right)}/{n}; the rule fired on {fired}/{n} (the rest stop at the last loop); stopped at the "
+        f"row's depth {right_depth}/{n}; mean loops {used_loops:.2f} against "
         f"{forced_loops:.2f} forced (compute saved {figures['compute_saved']:+.1%})"
     )
     if claim.measure == "right_depth":

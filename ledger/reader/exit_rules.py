@@ -62,13 +62,14 @@ def loop_signals(previous: Mapping[str, float] | None, current: Mapping[str, flo
     return {"kl": max(kl, 0.0), "entropy": max(entropy, 0.0)}
 
 
-def row_signals(restricted_by_loop: Sequence[Mapping[str, float]]) -> list[dict[str, float]]:
-    """Each loop's signals (loops 1..K in order) from its restricted scores."""
-    signals: list[dict[str, float]] = []
+def row_signals(restricted_by_loop: Sequence[Mapping[str, float]]) -> list[dict[str, float | None]]:
+    """Each loop's signals (loops 1..K in order) from its restricted scores; a signal that is not finite (a NaN
+    score leaves a symbol without mass, and the KL to it is infinite) is recorded as None, where no rule fires."""
+    signals: list[dict[str, float | None]] = []
     previous: dict[str, float] | None = None
     for scores in restricted_by_loop:
         current = log_distribution(scores)
-        signals.append(loop_signals(previous, current))
+        signals.append({k: (v if math.isfinite(v) else None) for k, v in loop_signals(previous, current).items()})
         previous = current
     return signals
 
@@ -76,6 +77,13 @@ def row_signals(restricted_by_loop: Sequence[Mapping[str, float]]) -> list[dict[
 def exit_loop(rule: str, threshold: float | None, loops: Sequence[Mapping[str, Any]]) -> int:
     """The loop (1-based) a rule stops at, given each loop's signals and ``prediction`` in order (loops 1..K);
     the last loop when the rule never fires."""
+    fired = first_firing(rule, threshold, loops)
+    return len(loops) if fired is None else fired
+
+
+def first_firing(rule: str, threshold: float | None, loops: Sequence[Mapping[str, Any]]) -> int | None:
+    """The first loop (1-based) where a rule fires; None when it never does (``exit_loop`` then stops at the
+    last loop read). A signal recorded as None (not finite) never fires; a signal missing is an error."""
     if rule not in DEFAULT_THRESHOLDS:
         raise ValueError(f"unknown exit rule {rule!r}: one of {', '.join(EXIT_RULES)}")
     if not loops:
@@ -85,9 +93,12 @@ def exit_loop(rule: str, threshold: float | None, loops: Sequence[Mapping[str, A
     for index, loop in enumerate(loops):
         t = index + 1
         if rule == "kl":
-            fires = _signal(loop, "kl", t) < limit
+            kl = _signal(loop, "kl", t)
+            fires = kl is not None and kl < limit
         elif rule == "entropy":
-            fires = t >= 2 and abs(_signal(loop, "entropy", t) - _signal(loops[index - 1], "entropy", t - 1)) < limit
+            now = _signal(loop, "entropy", t)
+            before = _signal(loops[index - 1], "entropy", t - 1) if t >= 2 else None
+            fires = now is not None and before is not None and abs(now - before) < limit
         elif rule == "argmax":
             same = (
                 t >= 2
@@ -97,17 +108,18 @@ def exit_loop(rule: str, threshold: float | None, loops: Sequence[Mapping[str, A
             stable = stable + 1 if same else 0
             fires = stable >= limit
         else:
-            fires = _signal(loop, "halt", t) >= limit
+            halt = _signal(loop, "halt", t)
+            fires = halt is not None and halt >= limit
         if fires:
             return t
-    return len(loops)
+    return None
 
 
-def _signal(loop: Mapping[str, Any], name: str, t: int) -> float:
-    value = loop.get(name)
-    if value is None:
+def _signal(loop: Mapping[str, Any], name: str, t: int) -> float | None:
+    if name not in loop:
         raise ValueError(f"loop {t} records no {name!r} signal")
-    return float(value)
+    value = loop[name]
+    return None if value is None else float(value)
 
 
 def exit_details(
@@ -121,7 +133,7 @@ def exit_details(
     details: list[dict[str, Any]] = [dict(signals) for signals in row_signals(restricted_by_loop)]
     if halts is not None:
         for detail, halt in zip(details, halts):
-            detail["halt"] = float(halt)
+            detail["halt"] = float(halt) if math.isfinite(float(halt)) else None
     loops = [{**detail, "prediction": prediction} for detail, prediction in zip(details, predictions)]
     for rule in rules:
         chosen = exit_loop(rule.rule, rule.value(), loops)

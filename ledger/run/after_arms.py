@@ -83,23 +83,28 @@ def accuracy(runner: Any, run_id: str, manifest_id: str, checkpoint: str) -> tup
     return count(final), count(tail)
 
 
+def stopped_lineage(runner: Any, arm_id: str | None) -> tuple[str, str] | None:
+    """(arm, its failed checkpoint) where ``arm_id`` or an arm it continues from (``init_from``, followed to the
+    start) ended in a hard stop in this ledger; None otherwise. Such an arm is finished: it cannot run."""
+    seen: set[str] = set()
+    while arm_id is not None and arm_id not in seen:
+        seen.add(arm_id)
+        last = runner.last_checkpoint(runner.run_id_of(arm_id))
+        recorded = runner.store.checkpoint(last) if last is not None else None
+        if recorded is not None and recorded.status == "failed":
+            return arm_id, recorded.sha256
+        arm_id = runner.protocol.arm(arm_id).init_from
+    return None
+
+
 def unfinished_arms(runner: Any) -> list[str]:
     """Arms with neither their evaluation evidence nor a hard stop recorded in this ledger (an arm that continues
     from a hard-stopped one never runs: it is finished too)."""
 
-    def stopped(arm_id: str | None) -> bool:
-        while arm_id is not None:
-            last = runner.last_checkpoint(runner.run_id_of(arm_id))
-            recorded = runner.store.checkpoint(last) if last is not None else None
-            if recorded is not None and recorded.status == "failed":
-                return True
-            arm_id = runner.protocol.arm(arm_id).init_from
-        return False
-
     unfinished = []
     for arm in runner.protocol.arms:
         run_id = runner.run_id_of(arm.id)
-        if stopped(arm.id):
+        if stopped_lineage(runner, arm.id) is not None:
             continue  # a hard stop, or a continuation of one, is finished: its claims are judged without it
         evaluated = all(
             runner.store.has_evidence(run_id, runner.manifest_sha[manifest_id])

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.rows.manifest import Manifest
-from ledger.run.after_arms import depth_gates, judge_claims, summarise, unfinished_arms
+from ledger.run.after_arms import depth_gates, judge_claims, stopped_lineage, summarise, unfinished_arms
 from ledger.run.bases import RunRefused, check_bases_available, load_protocol_base, record_base
 from ledger.run.progress import Progress
 from ledger.run.reading import read_rows
@@ -286,19 +286,20 @@ class Runner(StageTraining):
             if start_from is None:
                 raise RunRefused(f"arm {arm.id}: checkpoint {arm.init_checkpoint} is not in this ledger")
         elif arm.init_from is not None:
+            stopped = stopped_lineage(self, arm.init_from)
+            if stopped is not None:
+                # the store refuses to continue a failed lineage: this arm cannot run, the others still do
+                outcome.status = "skipped"
+                outcome.note = (
+                    f"not run: continues from arm {stopped[0]}, whose checkpoint {stopped[1][:12]} failed gate "
+                    f"{_failed_gates(self.store, stopped[1])}"
+                )
+                log.warning("arm %s: %s", arm.id, outcome.note)
+                return outcome
             last = self.last_checkpoint(self.run_id_of(arm.init_from))
             if last is None:
                 raise RunRefused(f"arm {arm.id} continues from arm {arm.init_from}, which has no checkpoint yet")
             start_from = self.store.checkpoint(last)
-            if start_from is not None and start_from.status == "failed":
-                # the store refuses to continue a failed lineage: this arm cannot run, the others still do
-                outcome.status = "skipped"
-                outcome.note = (
-                    f"not run: continues from arm {arm.init_from}, whose checkpoint {start_from.sha256[:12]} failed "
-                    f"gate {_failed_gates(self.store, start_from.sha256)}"
-                )
-                log.warning("arm %s: %s", arm.id, outcome.note)
-                return outcome
         if start_from is not None:
             parent = start_from.sha256
         try:  # the store's own lineage rule, before anything of this arm is written

@@ -120,14 +120,36 @@ def _manifests_read_by(protocol: Protocol, arm_id: str) -> set[str]:
 
 
 def _read_at_step(protocol: Protocol, arm_id: str, manifest: str, step: int) -> bool:
-    """Whether an arm records a checkpoint at ``step`` of a stage that is read on ``manifest``."""
+    """Whether exactly one of an arm's checkpoints ends at ``step`` of its stage and is read on ``manifest`` (a
+    stage's last step read by its gates or, for the last stage, the evaluation; a checkpoint_every step read by
+    the evaluation): two stages with a checkpoint at the same step would leave the claim's reading ambiguous."""
     if arm_id.startswith("base:"):
         return False
     arm = protocol.arm(arm_id)
-    if manifest not in arm.evaluation.manifests or not arm.stages:
-        return False
-    every = [s for s in arm.stages if s.checkpoint_every and step % s.checkpoint_every == 0 and step < s.steps]
-    return bool(every) or arm.stages[-1].steps == step
+    gates = {gate.id: gate.manifest for gate in protocol.gates}
+    evaluated = manifest in arm.evaluation.manifests
+    found = 0
+    for i, stage in enumerate(arm.stages):
+        read_at_end = any(gates.get(name) == manifest for name in stage.gates) or (
+            evaluated and i == len(arm.stages) - 1
+        )
+        found += stage.steps == step and read_at_end
+        every = stage.checkpoint_every
+        found += bool(evaluated and every and step % every == 0 and step < stage.steps)
+    return found == 1
+
+
+def _read_together(protocol: Protocol, arm_id: str) -> list[set[str]]:
+    """The manifests each of an arm's checkpoints is read on: a stage's by its gates (the last stage's with the
+    evaluation's too), and a checkpoint_every checkpoint's by the evaluation."""
+    arm = protocol.arm(arm_id)
+    gates = {gate.id: gate.manifest for gate in protocol.gates}
+    together = [{gates[name] for name in stage.gates if name in gates} for stage in arm.stages]
+    if together:
+        together[-1] |= set(arm.evaluation.manifests)
+    if any(stage.checkpoint_every for stage in arm.stages):
+        together.append(set(arm.evaluation.manifests))
+    return together
 
 
 def _checkpoints_reading(protocol: Protocol, arm_id: str, manifest: str) -> int:
@@ -160,15 +182,23 @@ def _exit_rules(protocol: Protocol, arm: Any, at: tuple[Any, ...], problems: lis
         problems.append((where, "a rule is declared twice at the same threshold"))
     for manifest_id in arm.evaluation.manifests:
         depths = getattr(protocol.manifest(manifest_id), "depths", None)
-        if depths is not None and depths[1] > max(loops):
+        if depths is not None and depths[1] >= max(loops):
+            # a rule that never fires stops at the last loop: at the deepest rows' own depth it would count as right
             problems.append(
                 (
                     (*at, "evaluation", "loops"),
-                    f"exit rules are compared with forced depth: loops must reach depth {depths[1]} of {manifest_id!r}",
+                    f"exit rules are compared with forced depth: loops must go past depth {depths[1]} of "
+                    f"{manifest_id!r} (to {depths[1] + 1} or more)",
                 )
             )
-    if any(rule.rule == "halting" for rule in rules) and not getattr(arm, "halting_head", None):
-        problems.append((where, f"arm {arm.id} has no halting head: the halting rule reads one"))
+    if any(rule.rule == "halting" for rule in rules):
+        head = getattr(arm, "halting_head", None)
+        if head is None:
+            problems.append((where, f"arm {arm.id} has no halting head: the halting rule reads one"))
+        elif max(loops) > head.max_loops:
+            problems.append((where, f"the halting head is trained over loops 1-{head.max_loops}: read it there"))
+        elif not any(OBJECTIVES[stage.objective].trains_halting_head for stage in arm.stages):
+            problems.append((where, f"no stage of arm {arm.id} trains its halting head (halting_* objectives)"))
 
 
 def _bases(protocol: Protocol, protocol_dir: Path, problems: list[Problem]) -> dict[str, int | None]:
@@ -322,7 +352,8 @@ def _text_stage(protocol: Protocol, arm: Any, objective: Any, stage: Any, at: tu
 
 def _groups(arm: Any) -> tuple[str, ...]:
     if ARM_KINDS[arm.kind].every_loop:
-        return BUDGETS[arm.budget.kind].groups + BRIDGES[arm.bridge.kind].groups
+        head = ("halting_head",) if getattr(arm, "halting_head", None) is not None else ()
+        return BUDGETS[arm.budget.kind].groups + BRIDGES[arm.bridge.kind].groups + head
     return ARM_KINDS[arm.kind].groups
 
 
@@ -417,6 +448,9 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
                     (at, f"arm {claim.arm!r} never reads a row past its depth: give evaluation.loops beyond them")
                 )
         if kind.reads == "exits":
+            if not by_loop:
+                problems.append(((*at, "manifest"), f"exit rules choose among loops of chains: {claim.manifest!r}"))
+                continue
             arm_spec = protocol.arm(claim.arm) if not claim.arm.startswith("base:") else None
             if arm_spec is None or not ARM_KINDS[arm_spec.kind].every_loop:
                 problems.append(((*at, "arm"), f"a base or dense arm runs no loops to stop: {claim.arm!r}"))
@@ -437,6 +471,15 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
                 elif _checkpoints_reading(protocol, claim.arm, claim.manifest) < 2:
                     problems.append((at, f"arm {claim.arm!r} records one checkpoint: a trend needs checkpoint_every"))
                 continue
+            wanted = {condition.manifest for condition in claim.conditions}
+            if wanted <= read and not any(wanted <= together for together in _read_together(protocol, claim.arm)):
+                problems.append(
+                    (
+                        (*at, "conditions"),
+                        f"no checkpoint of arm {claim.arm!r} is read on all of {sorted(wanted)}: read them in the "
+                        "same stage's gates (or the evaluation)",
+                    )
+                )
             for c, condition in enumerate(claim.conditions):
                 if condition.manifest not in read:
                     problems.append(
@@ -458,9 +501,9 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
                     problems.append(
                         (
                             (*at, "at_step"),
-                            f"arm {arm_id!r} records no checkpoint at step {step} read on {claim.manifest!r} (its "
-                            "last stage's steps, or a multiple of a stage's checkpoint_every, with the manifest in its "
-                            "evaluation)",
+                            f"arm {arm_id!r} records no single checkpoint at step {step} read on {claim.manifest!r} "
+                            "(a stage's last step read by its gates or the evaluation, or a multiple of a stage's "
+                            "checkpoint_every with the manifest in its evaluation; one stage only)",
                         )
                     )
         if kind.reads == "training":  # the lineage of the arm's checkpoint that read the manifest

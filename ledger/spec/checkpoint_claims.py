@@ -49,6 +49,8 @@ class KeepsAllClaim(_ClaimCommon):
     def _first_condition_is_the_manifest(self) -> KeepsAllClaim:
         if self.conditions[0].manifest != self.manifest:
             raise _located("`manifest` names the first condition's manifest", ["manifest"])
+        if self.rows.depths is not None:
+            raise _located("keeps_all reads each condition over all its rows: no row filter", ["rows"])
         return self
 
 

@@ -43,6 +43,12 @@ class PairedExactClaim(_ClaimCommon):
     )
     ADDED_LATER: ClassVar[dict[str, Any]] = {**_ClaimCommon.ADDED_LATER, "loop": None, "at_step": None}
 
+    @model_validator(mode="after")
+    def _one_reading(self) -> PairedExactClaim:
+        if self.loop is not None and self.at_step is not None:
+            raise _located("at_step reads each row's final loop at that step: give loop or at_step, not both", ["loop"])
+        return self
+
 
 class AccuracyClaim(_ClaimCommon):
     """One arm's accuracy on the filtered rows is at least (or at most) a threshold."""

@@ -75,6 +75,10 @@ class RuleChasingManifest(_ManifestCommon, LateOptions):
             )
         if self.operation != "forward" and self.surface != "symbolic":
             raise _located("the reverse operation is rendered on the symbolic surface only", ["operation"])
+        if self.operation != "forward" and not self.distractors:
+            raise _located(
+                "a reverse operation's table is a whole permutation: distractors do not apply", ["distractors"]
+            )
         return self
 
     @property

@@ -74,3 +74,18 @@ def test_rule_defaults_and_labels() -> None:
     assert ExitRule(rule="argmax").label() == "argmax>=5"
     with pytest.raises(ValueError, match="whole number"):
         ExitRule(rule="argmax", threshold=1.5)
+
+
+def test_a_signal_that_is_not_finite_is_recorded_as_none_and_never_fires() -> None:
+    from ledger.reader.exit_rules import exit_details, first_firing
+
+    nan = float("nan")
+    details = exit_details(
+        [{"A": 1.0, "B": 0.0}, {"A": 1.0, "B": nan}, {"A": 1.0, "B": nan}],
+        ["A", "A", "A"],
+        [ExitRule(rule="kl")],
+    )
+    assert details[1]["kl"] is None  # B lost its mass: the KL from loop 1 is infinite
+    assert details[2]["kl"] == 0.0 and details[2]["exits"] == ["kl<0.001"]
+    assert first_firing("kl", 1e-3, [{"kl": None}, {"kl": None}]) is None
+    assert exit_loop("kl", 1e-3, [{"kl": None}, {"kl": None}]) == 2

@@ -45,6 +45,13 @@ arms:
     stages:
       - {{id: more, objective: intermediate, manifest: rev_train, steps: 2, batch_size: 8, {OPT}}}
     evaluation: {{manifests: [rev_dev]}}
+  - id: D
+    kind: recurrent
+    init_from: C
+{ARM_DESIGN}
+    stages:
+      - {{id: more, objective: intermediate, manifest: rev_train, steps: 2, batch_size: 8, {OPT}}}
+    evaluation: {{manifests: [rev_dev]}}
 gates:
   - {{id: fwd_measure, kind: retention_floor, manifest: fwd_dev, floor: 0.0, measure: min_per_depth, action: flag}}
   - {{id: rev_measure, kind: retention_floor, manifest: rev_dev, floor: 0.0, action: flag}}
@@ -86,7 +93,8 @@ def test_a_floor_breach_fails_the_checkpoint_and_a_later_protocol_cannot_continu
     assert stopped.returncode == 3, stopped.stdout[-3000:] + stopped.stderr[-3000:]
     assert "hard_stop" in stopped.stdout and "forward_floor" in stopped.stdout
     # the arm that continues from the stopped one is not run, and the run still judges its claims
-    assert "skipped" in stopped.stdout and "preregistered claims: 1 of 1 supported" in stopped.stdout
+    # (two steps down the chain too: D continues from C, which never ran)
+    assert stopped.stdout.count("skipped") == 2 and "preregistered claims: 1 of 1 supported" in stopped.stdout
     with open_store(db) as store:
         checkpoints = {row["stage"]: row for row in store.rows_of("checkpoints", arm="R")}
         failed = checkpoints["reverse"]

@@ -13,7 +13,7 @@ from run_helpers import ROOT, ledger_cli
 
 from ledger.store import open_store
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.long]  # CI runs it: `pytest -m long` (beside the e2e runs)
 
 DESIGN = "surgery: {{split: [1, 3]}}\n    bridge: {{kind: split, reentry: answer}}\n    budget: {{kind: full_block}}"
 LANGUAGE = (

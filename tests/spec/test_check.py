@@ -133,7 +133,7 @@ def exit_rules_on_a_dense_arm(data: dict) -> None:
 
 CASES = {
     "exit_rules_at_forced_depth": (exit_rules_at_forced_depth, "give evaluation.loops as every loop 1..K"),
-    "exit_rules_short_of_the_depths": (exit_rules_short_of_the_depths, "loops must reach depth"),
+    "exit_rules_short_of_the_depths": (exit_rules_short_of_the_depths, "loops must go past depth"),
     "halting_rule_without_a_head": (halting_rule_without_a_head, "has no halting head"),
     "exit_rules_on_a_dense_arm": (exit_rules_on_a_dense_arm, "do not read evaluation.exit_rules"),
     "design_m": (design_m, "sampled recurrence trains next-token stages only, not 'intermediate'"),
