@@ -14,7 +14,7 @@ from typing import Any
 from ledger.judge import stats
 from ledger.judge.claims import ClaimResult, Unverifiable, format_p
 from ledger.judge.selection import note_rows
-from ledger.reader.exit_rules import exit_loop, first_firing
+from ledger.reader.exit_rules import first_firing
 from ledger.spec.depth_choice import AdaptiveDepthClaim
 
 
@@ -42,10 +42,11 @@ def adaptive_depth(claim: AdaptiveDepthClaim, evidence: Any) -> ClaimResult:
             raise Unverifiable(f"row {row_id!r} is not read at every loop 1..K past its depth {depth}: {loops}")
         loops_read = [{**r.detail, "prediction": r.prediction} for r in reads]
         try:
-            t = exit_loop(rule.rule, rule.value(), loops_read)
-            fired += first_firing(rule.rule, rule.value(), loops_read) is not None
+            firing = first_firing(rule.rule, rule.value(), loops_read)
         except ValueError as exc:
             raise Unverifiable(f"row {row_id!r}: {exc}") from None
+        fired += firing is not None
+        t = len(loops_read) if firing is None else firing  # exit_loop's rule: the last loop when it never fires
         marked = [r.loop for r in reads if label in r.detail.get("exits", ())]
         if marked != [t]:
             raise Unverifiable(

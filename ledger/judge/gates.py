@@ -87,11 +87,9 @@ def retention_floor(
     if depths is not None:
         final = [r for r in final if depths[0] <= depth_of[r.row_id] <= depths[1]]
     if measure == "min_per_depth":
-        tally: dict[int, list[int]] = {}
-        for reading in final:
-            counts = tally.setdefault(depth_of[reading.row_id], [0, 0])
-            counts[0] += bool(reading.correct)
-            counts[1] += 1
+        from ledger.judge.claims import depth_tally
+
+        tally = depth_tally({r.row_id: (depth_of[r.row_id], bool(r.correct)) for r in final})
         per_depth = {depth: right / n for depth, (right, n) in sorted(tally.items())}
         worst = min(per_depth, key=lambda d: (per_depth[d], d)) if per_depth else None
         value = per_depth[worst] if worst is not None else 0.0

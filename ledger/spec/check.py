@@ -17,8 +17,13 @@ from typing import Any
 
 from ledger.spec.arms import ARM_KINDS, BRIDGES, BUDGETS, OBJECTIVES, RECURRENCES
 from ledger.spec.bases import actual_layers
+from ledger.spec.check_lineage import (
+    at_step_problems,
+    checkpoint_claim_problems,
+    exit_claim_problems,
+    exit_rule_problems,
+)
 from ledger.spec.claims import STATISTICS, ClaimFile, check_claims_against, load_claims, manifest_of
-from ledger.spec.depth_choice import declared_exit
 from ledger.spec.gates import GATE_KINDS
 from ledger.spec.loader import ProtocolError, ProtocolIssue, load_protocol, locate
 from ledger.spec.manifests import GENERATORS
@@ -102,103 +107,11 @@ def runnable_problems(protocol: Protocol, protocol_dir: Path) -> list[Problem]:
                         "[1, 2, 4, 8, 16, 32]",
                     )
                 )
-        _exit_rules(protocol, arm, at, problems)
+        problems += exit_rule_problems(protocol, arm, at)
         unread = (arm.evaluation.model_fields_set - EVALUATION_COMMON) - set(kind.evaluation_options)
         problems += [((*at, "evaluation", name), f"{arm.kind} arms do not read evaluation.{name}") for name in unread]
     _gates(protocol, problems)
     return problems
-
-
-def _manifests_read_by(protocol: Protocol, arm_id: str) -> set[str]:
-    """The manifests an arm's checkpoints are read on: its evaluation's and its stages' gates'."""
-    arm = protocol.arm(arm_id)
-    gates = {gate.id: gate for gate in protocol.gates}
-    read = set(arm.evaluation.manifests)
-    for stage in arm.stages:
-        read |= {gates[name].manifest for name in stage.gates if name in gates}
-    return read
-
-
-def _read_at_step(protocol: Protocol, arm_id: str, manifest: str, step: int) -> bool:
-    """Whether exactly one of an arm's checkpoints ends at ``step`` of its stage and is read on ``manifest`` (a
-    stage's last step read by its gates or, for the last stage, the evaluation; a checkpoint_every step read by
-    the evaluation): two stages with a checkpoint at the same step would leave the claim's reading ambiguous."""
-    if arm_id.startswith("base:"):
-        return False
-    arm = protocol.arm(arm_id)
-    gates = {gate.id: gate.manifest for gate in protocol.gates}
-    evaluated = manifest in arm.evaluation.manifests
-    found = 0
-    for i, stage in enumerate(arm.stages):
-        read_at_end = any(gates.get(name) == manifest for name in stage.gates) or (
-            evaluated and i == len(arm.stages) - 1
-        )
-        found += stage.steps == step and read_at_end
-        every = stage.checkpoint_every
-        found += bool(evaluated and every and step % every == 0 and step < stage.steps)
-    return found == 1
-
-
-def _read_together(protocol: Protocol, arm_id: str) -> list[set[str]]:
-    """The manifests each of an arm's checkpoints is read on: a stage's by its gates (the last stage's with the
-    evaluation's too), and a checkpoint_every checkpoint's by the evaluation."""
-    arm = protocol.arm(arm_id)
-    gates = {gate.id: gate.manifest for gate in protocol.gates}
-    together = [{gates[name] for name in stage.gates if name in gates} for stage in arm.stages]
-    if together:
-        together[-1] |= set(arm.evaluation.manifests)
-    if any(stage.checkpoint_every for stage in arm.stages):
-        together.append(set(arm.evaluation.manifests))
-    return together
-
-
-def _checkpoints_reading(protocol: Protocol, arm_id: str, manifest: str) -> int:
-    """How many of an arm's checkpoints are read on a manifest: each stage's whose gates read it, the final one
-    if its evaluation does, and then every ``checkpoint_every`` checkpoint too."""
-    arm = protocol.arm(arm_id)
-    gates = {gate.id: gate.manifest for gate in protocol.gates}
-    read = {i for i, stage in enumerate(arm.stages) if any(gates.get(name) == manifest for name in stage.gates)}
-    intermediate = 0
-    if manifest in arm.evaluation.manifests:
-        read.add(len(arm.stages) - 1)
-        for stage in arm.stages:
-            if stage.checkpoint_every:
-                intermediate += (stage.steps - 1) // stage.checkpoint_every
-    return len(read) + intermediate
-
-
-def _exit_rules(protocol: Protocol, arm: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
-    """Exit rules choose among loops 1..K: the evaluation reads every one of them, past every row's depth."""
-    rules = getattr(arm.evaluation, "exit_rules", [])
-    if not rules:
-        return
-    where = (*at, "evaluation", "exit_rules")
-    loops = arm.evaluation.loops
-    if loops == "forced" or sorted(loops) != list(range(1, max(loops) + 1)):
-        problems.append((where, "exit rules choose among loops 1..K: give evaluation.loops as every loop 1..K"))
-        return
-    labels = [rule.label() for rule in rules]
-    if len(set(labels)) != len(labels):
-        problems.append((where, "a rule is declared twice at the same threshold"))
-    for manifest_id in arm.evaluation.manifests:
-        depths = getattr(protocol.manifest(manifest_id), "depths", None)
-        if depths is not None and depths[1] >= max(loops):
-            # a rule that never fires stops at the last loop: at the deepest rows' own depth it would count as right
-            problems.append(
-                (
-                    (*at, "evaluation", "loops"),
-                    f"exit rules are compared with forced depth: loops must go past depth {depths[1]} of "
-                    f"{manifest_id!r} (to {depths[1] + 1} or more)",
-                )
-            )
-    if any(rule.rule == "halting" for rule in rules):
-        head = getattr(arm, "halting_head", None)
-        if head is None:
-            problems.append((where, f"arm {arm.id} has no halting head: the halting rule reads one"))
-        elif max(loops) > head.max_loops:
-            problems.append((where, f"the halting head is trained over loops 1-{head.max_loops}: read it there"))
-        elif not any(OBJECTIVES[stage.objective].trains_halting_head for stage in arm.stages):
-            problems.append((where, f"no stage of arm {arm.id} trains its halting head (halting_* objectives)"))
 
 
 def _bases(protocol: Protocol, protocol_dir: Path, problems: list[Problem]) -> dict[str, int | None]:
@@ -447,65 +360,16 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
                 problems.append(
                     (at, f"arm {claim.arm!r} never reads a row past its depth: give evaluation.loops beyond them")
                 )
-        if kind.reads == "exits":
-            if not by_loop:
-                problems.append(((*at, "manifest"), f"exit rules choose among loops of chains: {claim.manifest!r}"))
+        if kind.reads == "exits":  # choosing depth
+            exit_problems, settled = exit_claim_problems(protocol, claim, at, by_loop)
+            problems += exit_problems
+            if settled:
                 continue
-            arm_spec = protocol.arm(claim.arm) if not claim.arm.startswith("base:") else None
-            if arm_spec is None or not ARM_KINDS[arm_spec.kind].every_loop:
-                problems.append(((*at, "arm"), f"a base or dense arm runs no loops to stop: {claim.arm!r}"))
-                continue
-            if not declared_exit(arm_spec.evaluation, claim):
-                problems.append(
-                    (
-                        (*at, "rule"),
-                        f"arm {claim.arm!r} is not read under exit rule {claim.exit_rule().label()}: declare it in "
-                        "its evaluation.exit_rules",
-                    )
-                )
-        if kind.reads == "checkpoints":  # every checkpoint of the arm that read each condition's manifest
-            read = _manifests_read_by(protocol, claim.arm)
-            if not hasattr(claim, "conditions"):  # a trend: one manifest, at two checkpoints or more
-                if claim.manifest not in read:
-                    problems.append(((*at, "manifest"), f"arm {claim.arm!r} never reads {claim.manifest!r}"))
-                elif _checkpoints_reading(protocol, claim.arm, claim.manifest) < 2:
-                    problems.append((at, f"arm {claim.arm!r} records one checkpoint: a trend needs checkpoint_every"))
-                continue
-            wanted = {condition.manifest for condition in claim.conditions}
-            if wanted <= read and not any(wanted <= together for together in _read_together(protocol, claim.arm)):
-                problems.append(
-                    (
-                        (*at, "conditions"),
-                        f"no checkpoint of arm {claim.arm!r} is read on all of {sorted(wanted)}: read them in the "
-                        "same stage's gates (or the evaluation)",
-                    )
-                )
-            for c, condition in enumerate(claim.conditions):
-                if condition.manifest not in read:
-                    problems.append(
-                        (
-                            (*at, "conditions", c, "manifest"),
-                            f"arm {claim.arm!r} never reads {condition.manifest!r} (in a gate of its stages or its "
-                            "evaluation)",
-                        )
-                    )
-                elif condition.measure == "min_per_depth" and not hasattr(
-                    protocol.manifest(condition.manifest), "depths"
-                ):
-                    problems.append(((*at, "conditions", c, "measure"), f"{condition.manifest!r} has no depths"))
+        if kind.reads == "checkpoints":  # every checkpoint of an arm that read each condition's manifest
+            problems += checkpoint_claim_problems(protocol, claim, at)
             continue
-        step = getattr(claim, "at_step", None)
-        if step is not None:
-            for arm_id in claim.arms:
-                if not _read_at_step(protocol, arm_id, claim.manifest, step):
-                    problems.append(
-                        (
-                            (*at, "at_step"),
-                            f"arm {arm_id!r} records no single checkpoint at step {step} read on {claim.manifest!r} "
-                            "(a stage's last step read by its gates or the evaluation, or a multiple of a stage's "
-                            "checkpoint_every with the manifest in its evaluation; one stage only)",
-                        )
-                    )
+        if getattr(claim, "at_step", None) is not None:
+            problems += at_step_problems(protocol, claim, at)
         if kind.reads == "training":  # the lineage of the arm's checkpoint that read the manifest
             if evidence_loops(protocol, claim.arm, claim.manifest) is None:
                 problems.append((at, f"the protocol writes no evidence of arm {claim.arm!r} on {claim.manifest!r}"))

@@ -71,6 +71,7 @@ class StoreEvidence:
     # verifying pass writes no evidence while it reads (an instance lives for one pass).
     _records: dict[tuple, list[EvidenceReading]] = field(default_factory=dict, init=False, repr=False)
     _outcomes: dict[tuple, dict[str, tuple[int, bool]] | None] = field(default_factory=dict, init=False, repr=False)
+    _by_checkpoint: dict[tuple, dict] = field(default_factory=dict, init=False, repr=False)
 
     def manifest_sha256(self, manifest: str) -> str | None:
         """The latest registered manifest of that name in scope (a manifest two versions share included);
@@ -244,7 +245,14 @@ class StoreEvidence:
 
     def checkpoint_outcomes(self, arm: str, manifest: str) -> dict[str, tuple[str, dict[str, tuple[int, bool]]]]:
         """checkpoint -> (its stage, row id -> (depth, correct) at each row's final reading), for every checkpoint
-        of the arm that read the manifest, in recording order (a lineage's stages, read by their gates)."""
+        of the arm that read the manifest, in recording order (a lineage's stages, read by their gates); read once
+        per pass (the claims of a file share them), a fresh dict per call."""
+        key = (arm, manifest)
+        if key not in self._by_checkpoint:
+            self._by_checkpoint[key] = self._read_checkpoint_outcomes(arm, manifest)
+        return dict(self._by_checkpoint[key])
+
+    def _read_checkpoint_outcomes(self, arm: str, manifest: str) -> dict[str, tuple[str, dict[str, tuple[int, bool]]]]:
         sha = self.manifest_sha256(manifest)
         if sha is None:
             return {}

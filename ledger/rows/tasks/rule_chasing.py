@@ -158,21 +158,31 @@ def generate_rule_chasing(
             f"lower the depth range to <= {len(alphabet) - 1} or use a larger alphabet"
         )
 
-    if operation != "forward":
-        return _reverse_rows(surface, alphabet, lo, hi, rows_per_depth, seed, split, version, operation)
+    if operation not in OPERATIONS:
+        raise ValueError(f"unknown operation {operation!r}; known: {', '.join(OPERATIONS)}")
+    if operation != "forward" and surface != "symbolic":
+        raise ValueError(f"the reverse operation is rendered on the symbolic surface only, not {surface!r}")
     rows: list[Row] = []
     for depth in range(lo, hi + 1):
         for index in range(rows_per_depth):
-            rng = row_rng(GENERATOR, version, seed, split, depth, index)
-            table, start, path = _draw(rng, alphabet, depth, distractors)
-            order = list(table)
+            if operation == "forward":
+                rng = row_rng(GENERATOR, version, seed, split, depth, index)
+                table, start, path = _draw(rng, alphabet, depth, distractors)
+                order = list(table)
+                prompt = render(surface, table, start, depth, order)
+                drawn: dict = {"distractors": distractors, "order": order}
+            else:  # the row's table is f^-1 (the path follows it); the prompt shows f
+                rng = row_rng(f"{GENERATOR}/{operation}", version, seed, split, depth, index)
+                forward, table, start, path, order = draw_reverse(rng, alphabet, depth)
+                prompt = render_reverse(operation, forward, start, depth, list(forward), order)
+                drawn = {"operation": operation, "forward_order": list(forward), "order": order}
             rows.append(
                 Row(
                     row_id=row_id(split, depth, index),
                     task="rule_chasing",
                     surface=surface,
                     depth=depth,
-                    prompt=render(surface, table, start, depth, order),
+                    prompt=prompt,
                     answer=path[-1],
                     path=path,
                     symbols=list(alphabet),
@@ -184,55 +194,7 @@ def generate_rule_chasing(
                         "seed": seed,
                         "split": split,
                         "index": index,
-                        "distractors": distractors,
-                        "order": order,
-                    },
-                )
-            )
-    return rows
-
-
-def _reverse_rows(
-    surface: str,
-    alphabet: tuple[str, ...],
-    lo: int,
-    hi: int,
-    rows_per_depth: int,
-    seed: int,
-    split: str,
-    version: int,
-    operation: str,
-) -> list[Row]:
-    if operation not in OPERATIONS:
-        raise ValueError(f"unknown operation {operation!r}; known: {', '.join(OPERATIONS)}")
-    if surface != "symbolic":
-        raise ValueError(f"the reverse operation is rendered on the symbolic surface only, not {surface!r}")
-    rows: list[Row] = []
-    for depth in range(lo, hi + 1):
-        for index in range(rows_per_depth):
-            rng = row_rng(f"{GENERATOR}/{operation}", version, seed, split, depth, index)
-            forward, inverse, start, path, inverse_order = draw_reverse(rng, alphabet, depth)
-            rows.append(
-                Row(
-                    row_id=row_id(split, depth, index),
-                    task="rule_chasing",
-                    surface=surface,
-                    depth=depth,
-                    prompt=render_reverse(operation, forward, start, depth, list(forward), inverse_order),
-                    answer=path[-1],
-                    path=path,
-                    symbols=list(alphabet),
-                    table=inverse,
-                    start=start,
-                    meta={
-                        "generator": GENERATOR,
-                        "version": version,
-                        "seed": seed,
-                        "split": split,
-                        "index": index,
-                        "operation": operation,
-                        "forward_order": list(forward),
-                        "order": inverse_order,
+                        **drawn,
                     },
                 )
             )
