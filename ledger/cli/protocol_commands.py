@@ -267,11 +267,26 @@ def _run_children(runner, args: argparse.Namespace) -> None:
     if args.parallel < 1:
         raise CommandError(f"--parallel wants a number of processes >= 1, got {args.parallel}")
     url = runner.register_only()
+    every_arm = list(runner.arm_ids)
+
+    def run_here(group: list[str], device: str | None, threads: int) -> None:
+        """The heaviest group trains in this process (imports, manifests and bases read once, warm for judging)."""
+        import torch
+
+        if not os.environ.get("OMP_NUM_THREADS"):  # the children's share of the cores (run_parallel)
+            torch.set_num_threads(threads)
+        runner.arm_ids, runner.judge, runner.db = group, False, url
+        runner.device_choice = device or runner.device_choice
+        try:
+            runner.run()
+        finally:
+            runner.arm_ids, runner.judge = every_arm, True
+
     try:
         run_parallel(
             runner.protocol_path,
             runner.protocol,
-            runner.arm_ids,
+            every_arm,
             args.parallel,
             db=url,
             out_dir=runner.out_dir,
@@ -279,6 +294,7 @@ def _run_children(runner, args: argparse.Namespace) -> None:
             artifacts=args.artifacts,
             resume=args.resume,
             report=lambda line: out.print(line, markup=False),
+            run_here=run_here,
             on_core_free=runner.warm,
         )
     except ParallelFailed as exc:

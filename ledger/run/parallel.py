@@ -1,19 +1,23 @@
 """``ledger run P --parallel N``: the protocol's arms in N processes writing into one ledger.
 
-The parent registers the protocol once (so no two children race to), splits the arms into
-N groups -- an arm that continues from another (``init_from``) stays with it, and groups
-are balanced by estimated training cost (``arm_cost``) -- and starts one ``ledger run P --arms GROUP`` per group.
-With GPUs, child k gets ``cuda:(k mod GPUs)``; on the CPU the cores are shared out
-(unless ``OMP_NUM_THREADS`` is set: then every child uses that many). Each
-child's output goes to ``OUT/parallel-K.log``. The children train and evaluate only
-(``--no-judge``); when all have finished the parent judges the claims and writes the report by
-resuming the whole protocol (every arm is recorded by then, so nothing is retrained). The
-parent reads its inputs ahead (imports, manifests, bases: ``Runner.warm``) as soon as the first
-child has finished and a core is free.
+The parent registers the protocol once (so no two processes race to), splits the arms into
+N groups -- an arm that continues from another (``init_from``) stays with it, and the groups
+are balanced by estimated training cost (``arm_cost``; the split with the smallest largest
+group, searched exhaustively while there are few chains) -- and starts one
+``ledger run P --arms GROUP --no-judge`` per group but one: the heaviest group it trains
+itself (``run_here``), since it has already imported the libraries and read the manifests,
+and is warm for the judging pass that follows. With GPUs, group k gets
+``cuda:(k mod GPUs)``; on the CPU the cores are shared out (unless ``OMP_NUM_THREADS`` is
+set: then every process uses that many). Each child's output goes to ``OUT/parallel-K.log``.
+The children train and evaluate only; when every group has finished the parent judges the
+claims and writes the report by resuming the whole protocol (every arm is recorded by
+then, so nothing is retrained). Once its own group is done and a child still runs, the
+parent reads ahead what the judging pass reads (``on_core_free``: the other groups' bases).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import subprocess
@@ -21,8 +25,17 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from ledger.spec.protocol import Protocol
+
+# Exhaustive balancing while groups ** chains stays below this; longest-first greedy above it.
+EXHAUSTIVE_LIMIT = 20_000
+# Per-step cost beyond the layer count (measured on the tiny protocol's shapes, issue 19): a LoRA
+# wrapper runs its low-rank path beside every wrapped matrix; a scratchpad target writes the hops
+# (about 17 tokens after an 82-token prompt).
+ADAPTER_STEP_FACTOR = 1.15
+SCRATCHPAD_STEP_FACTOR = 1.2
 
 
 class ParallelFailed(Exception):
@@ -40,38 +53,67 @@ def arm_groups(protocol: Protocol, arm_ids: list[str], n: int) -> list[list[str]
     chains: dict[str, list[str]] = {}
     for arm_id in arm_ids:  # protocol order keeps a source before the arm continuing from it
         chains.setdefault(root[arm_id], []).append(arm_id)
-    weight = {key: sum(arm_cost(protocol, a) for a in members) for key, members in chains.items()}
-    groups: list[list[str]] = [[] for _ in range(min(n, len(chains)))]
-    loads = [0.0] * len(groups)
-    for key in sorted(chains, key=lambda k: -weight[k]):
-        lightest = loads.index(min(loads))
-        groups[lightest].extend(chains[key])
-        loads[lightest] += weight[key]
+    keys = list(chains)
+    weights = [sum(arm_cost(protocol, a) for a in chains[key]) for key in keys]
+    places = _balanced(weights, min(n, len(keys)))
+    groups: list[list[str]] = [[] for _ in range(max(places, default=-1) + 1)]
+    for key, place in zip(keys, places):
+        groups[place].extend(chains[key])
     order = {arm_id: index for index, arm_id in enumerate(arm_ids)}
-    return [sorted(group, key=order.__getitem__) for group in groups if group]
+    return sorted((sorted(group, key=order.__getitem__) for group in groups if group), key=lambda g: order[g[0]])
+
+
+def _balanced(weights: list[float], n: int) -> list[int]:
+    """The group of each weight: the assignment whose heaviest group is lightest (exhaustive for few weights;
+    else each weight, heaviest first, to the lightest group so far)."""
+    if not weights or n <= 1:
+        return [0] * len(weights)
+    if n ** (len(weights) - 1) <= EXHAUSTIVE_LIMIT:
+        best: tuple[float, tuple[int, ...]] | None = None
+        for rest in itertools.product(range(n), repeat=len(weights) - 1):
+            tried = (0, *rest)  # the first weight's group is fixed: groups are interchangeable
+            loads = [0.0] * n
+            for weight, place in zip(weights, tried):
+                loads[place] += weight
+            if best is None or max(loads) < best[0]:
+                best = (max(loads), tried)
+        assert best is not None
+        return list(best[1])
+    places = [0] * len(weights)
+    loads = [0.0] * n
+    for index in sorted(range(len(weights)), key=lambda i: -weights[i]):
+        lightest = loads.index(min(loads))
+        places[index] = lightest
+        loads[lightest] += weights[index]
+    return places
 
 
 def arm_cost(protocol: Protocol, arm_id: str) -> float:
     """A training cost estimate for balancing the groups: steps x the base's layers, and for the paper's bridge
     (every position re-enters, so no loop reuses the prompt) x the mean share of the layers a forced-depth step
-    runs over the whole sequence; a cached answer-only loop or a dense step runs the whole sequence once."""
+    runs over the whole sequence; a cached answer-only loop or a dense step runs the whole sequence once. An
+    adapter budget and a scratchpad objective cost more per step (``ADAPTER_STEP_FACTOR``,
+    ``SCRATCHPAD_STEP_FACTOR``)."""
     arm = protocol.arm(arm_id)
     layers = protocol.bases[arm.base].num_layers or 1
+    adapter = getattr(getattr(arm, "budget", None), "kind", None) == "adapter"
     cost = 0.0
     for stage in arm.stages:
-        factor = 1.0
+        factor = ADAPTER_STEP_FACTOR if adapter else 1.0
+        if stage.objective == "sft_scratchpad":
+            factor *= SCRATCHPAD_STEP_FACTOR
         split = getattr(getattr(arm, "surgery", None), "split", None)
         if split and getattr(getattr(arm, "bridge", None), "reentry", None) == "all" and stage.manifest:
             depths = getattr(protocol.manifest(stage.manifest), "depths", None)
             if depths:  # prelude and coda once, the block at every loop of the mean forced depth
                 block = split[1] - split[0]
-                factor = (layers - block + block * (depths[0] + depths[1]) / 2) / layers
+                factor *= (layers - block + block * (depths[0] + depths[1]) / 2) / layers
         cost += stage.steps * layers * factor
     return cost
 
 
 def child_devices(choice: str | None, n: int) -> list[str | None]:
-    """The device of each child: GPUs round robin under auto/cuda, else the choice as given."""
+    """The device of each group: GPUs round robin under auto/cuda, else the choice as given."""
     import torch
 
     if choice in (None, "auto", "cuda") and torch.cuda.is_available():
@@ -91,35 +133,57 @@ def run_parallel(
     artifacts: str | None,
     resume: bool,
     report=print,
+    run_here: Callable[[list[str], str | None, int], None] | None = None,
     on_core_free: Callable[[], None] | None = None,
 ) -> list[int]:
-    """Start the children and wait for them; their exit codes, in group order. ``on_core_free`` runs once, when
-    the first child has finished while others still run (read-only work the parent would do after them)."""
+    """Train every group and wait for it; the exit codes, in group order (0 for the group trained here).
+
+    ``run_here(arms, device, threads)`` trains the heaviest group in this process while the children train the
+    others (without it, every group is a child). ``on_core_free`` runs once, when a group has finished while
+    others still run (read-only work the parent would do after them)."""
     groups = arm_groups(protocol, arm_ids, n)
     devices = child_devices(device, len(groups))
     # the cores shared out, unless the caller fixed the thread count (readings then match a
     # single process run with the same count byte for byte)
     threads = os.environ.get("OMP_NUM_THREADS") or str(max(1, (os.cpu_count() or 1) // len(groups)))
+    here = None
+    if run_here is not None:
+        loads = [sum(arm_cost(protocol, arm) for arm in group) for group in groups]
+        here = loads.index(max(loads))
     out_dir.mkdir(parents=True, exist_ok=True)
-    children = []
+    children: dict[int, tuple[IO[str], subprocess.Popen]] = {}
     for k, (group, child_device) in enumerate(zip(groups, devices)):
+        if k == here:
+            continue
         command = [sys.executable, "-m", "ledger", "run", str(protocol_path), "--arms", ",".join(group)]
         command += ["--db", db, "--out", str(out_dir), "--no-progress", "--no-judge"]
         command += ["--device", child_device] if child_device else []
         command += ["--artifacts", artifacts] if artifacts else []
         command += ["--resume"] if resume else []
-        log = open(out_dir / f"parallel-{k}.log", "w", encoding="utf-8")  # noqa: SIM115 - closed below
+        log: IO[str] = open(out_dir / f"parallel-{k}.log", "w", encoding="utf-8")  # noqa: SIM115 - closed below
         env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
-        children.append((group, log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)))
+        children[k] = (log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env))
         report(f"started arms {','.join(group)} on {child_device or 'auto'} (log {out_dir / f'parallel-{k}.log'})")
-    codes: list[int | None] = [None] * len(children)
+    codes: list[int | None] = [None] * len(groups)
+    if here is not None and run_here is not None:
+        report(f"training arms {','.join(groups[here])} in this process on {devices[here] or 'auto'}")
+        try:
+            run_here(groups[here], devices[here], int(threads))
+        except BaseException:  # the children stop too: a resumed run re-runs their unfinished stages
+            for child_log, process in children.values():
+                process.terminate()
+                process.wait()
+                child_log.close()
+            raise
+        codes[here] = 0
+        report(f"arms {','.join(groups[here])}: done")
     while None in codes:
-        for k, (group, log, process) in enumerate(children):
+        for k, (child_log, process) in children.items():
             if codes[k] is None and process.poll() is not None:
-                log.close()
+                child_log.close()
                 codes[k] = process.returncode
-                report(f"arms {','.join(group)}: exit {process.returncode}")
-        if on_core_free is not None and codes.count(None) not in (0, len(children)):
+                report(f"arms {','.join(groups[k])}: exit {process.returncode}")
+        if on_core_free is not None and codes.count(None) not in (0, len(codes)):
             _ahead(on_core_free)
             on_core_free = None
         time.sleep(0.2)

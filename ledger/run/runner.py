@@ -88,7 +88,7 @@ class Runner(StageTraining):
         self.manifest_sha: dict[str, str] = {}
         self.loaded: dict[str, tuple] = {}  # base name -> (model, tokenizer, files)
         self.bases: dict[str, tuple] = {}  # base name -> (model, tokenizer, recorded sha)
-        self.reader: Any = None
+        self.readers: dict[str, Any] = {}  # base name -> its calibrated reader
         self.fault = _parse_fault(os.environ.get("LEDGER_FAULT_INJECTION"))
         # a tuning run's checkpoints are exploratory: nothing confirmatory may descend from them
         self._status_ok = "exploratory" if self.protocol.purpose == "exploratory" else "promoted"
@@ -137,8 +137,7 @@ class Runner(StageTraining):
         torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
         # The reader is built from the bases' tokenizers before registration: a symbol a tokenizer
         # splits is the protocol's error, and a registration it refuses would be one nobody can run.
-        if self.reader is None:
-            self.reader = self._reader_for_all()
+        self._calibrate_readers()
 
     def run(self) -> RunResult | None:
         """The run's result (None on a data-parallel rank other than 0, which records nothing)."""
@@ -220,6 +219,8 @@ class Runner(StageTraining):
     def _start_log(self) -> None:
         handler = logging.FileHandler(self.out_dir / "run.log", encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        for old in log.handlers:  # a second pass of this runner (--parallel's judging pass) appends again
+            old.close()
         log.handlers = [handler]
         log.setLevel(logging.INFO)
         log.propagate = False
@@ -243,28 +244,25 @@ class Runner(StageTraining):
             self.bases[name] = (model, tokenizer, record_base(self.store, self.objects, name, spec, model, files))
         return self.bases[name]
 
-    def _reader_for_all(self):
-        """One reader for the whole protocol: every symbol any manifest can ask for."""
+    def _calibrate_readers(self) -> None:
+        """One reader per base of the arms to run (every symbol any manifest can ask for), each calibrated once
+        per runner: the judging pass after ``--parallel`` adds the bases of the arms the children trained."""
         from ledger.reader.shared import Reader
+        from ledger.run.preflight import calibrate_reader
         from ledger.run.reading import reader_symbols
 
         symbols = reader_symbols(self.manifests.values())
-        names = {self.protocol.arm(arm_id).base for arm_id in self.arm_ids}
-        readers = []
-        for name in sorted(names):
+        for name in sorted({self.protocol.arm(arm_id).base for arm_id in self.arm_ids} - set(self.readers)):
             _, tokenizer, _ = self._loaded_base(name)
             spec = self.protocol.bases[name]
             try:
-                readers.append(Reader(symbols, tokenizer=tokenizer, chat_template=spec.chat_template))
+                reader = Reader(symbols, tokenizer=tokenizer, chat_template=spec.chat_template)
             except ValueError as exc:  # the protocol's rows and this base's tokenizer disagree
                 raise ValueError(
                     f"{self.protocol_path}: base {name!r} cannot read this protocol's answers: {exc}"
                 ) from None
-            from ledger.run.preflight import calibrate_reader
-
-            calibrate_reader(readers[-1], self.protocol, self.manifests, f"{self.protocol_path} (base {name!r})")
-        self.readers = dict(zip(sorted(names), readers))
-        return readers[0]
+            calibrate_reader(reader, self.protocol, self.manifests, f"{self.protocol_path} (base {name!r})")
+            self.readers[name] = reader
 
     # -- one arm
 

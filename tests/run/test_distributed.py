@@ -101,10 +101,12 @@ def test_parallel_processes_write_one_ledger_judge_the_claims_once_and_reproduce
         env={"OMP_NUM_THREADS": str(threads)},  # the reference's thread count: the same float arithmetic
     )  # fmt: skip
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
-    assert ran.stdout.count("exit 0") == 2 and "preregistered claims" in ran.stdout
-    for k in (0, 1):  # the children train and evaluate only; the parent alone judges and reports
-        child = (tmp_path / "out" / f"parallel-{k}.log").read_text(encoding="utf-8")
-        assert "not judged here (--no-judge)" in child and "report.html" not in child
+    # the parent trains the heavier group itself and the child the other; the parent alone judges and reports
+    assert ran.stdout.count("exit 0") == 1 and ran.stdout.count("in this process") == 1
+    assert "preregistered claims" in ran.stdout
+    (log,) = (tmp_path / "out").glob("parallel-*.log")
+    child = log.read_text(encoding="utf-8")
+    assert "not judged here (--no-judge)" in child and "report.html" not in child
     assert digest(db) == digest(folder / "ledger.db")
     claims = yaml.safe_load((ROOT / "claims" / "smoke.yaml").read_text(encoding="utf-8"))["claims"]
     with open_store(f"sqlite:///{db}") as store:
@@ -136,11 +138,25 @@ def test_groups_are_balanced_by_estimated_cost_not_steps() -> None:
     from ledger.spec.loader import load_protocol
 
     protocol = load_protocol(ROOT / "protocols" / "phaseA-tiny.yaml")
-    assert arm_cost(protocol, "A_paper") > arm_cost(protocol, "A") == arm_cost(protocol, "E")
+    assert arm_cost(protocol, "A_paper") > arm_cost(protocol, "E") > arm_cost(protocol, "A")
     assert arm_cost(protocol, "D") == 2 * arm_cost(protocol, "B")  # twice the layers, the same steps
+    assert arm_cost(protocol, "C") > arm_cost(protocol, "B")  # the scratchpad target writes the hops
+    assert arm_cost(protocol, "E") > arm_cost(protocol, "A")  # the LoRA path beside every wrapped matrix
     groups = arm_groups(protocol, [arm.id for arm in protocol.arms], 2)
-    paper = next(group for group in groups if "A_paper" in group)
-    assert "A" not in paper and "E" not in paper
+    loads = sorted(sum(arm_cost(protocol, arm) for arm in group) for group in groups)
+    # the split whose heavier group is lightest of all 2 ** 6 splits: here the paper-bridge arm with D
+    assert sorted(map(sorted, groups)) == [["A", "B", "C", "E"], ["A_paper", "D"]], groups
+    assert loads[1] < sum(arm_cost(protocol, arm) for arm in ("A_paper", "B", "C"))  # the greedy split's
+
+
+def test_the_exhaustive_split_beats_longest_first_where_greedy_misses() -> None:
+    from ledger.run.parallel import _balanced
+
+    weights = [3.0, 3.0, 2.0, 2.0, 2.0]  # greedy: 3+2+2 | 3+2 = 7 | 5; best: 3+3 | 2+2+2 = 6 | 6
+    places = _balanced(weights, 2)
+    loads = [sum(w for w, p in zip(weights, places) if p == g) for g in (0, 1)]
+    assert sorted(loads) == [6.0, 6.0]
+    assert _balanced(weights, 1) == [0] * 5 and _balanced([], 3) == []
 
 
 def test_the_parent_reads_ahead_once_the_first_child_has_finished(monkeypatch, tmp_path) -> None:
@@ -177,6 +193,65 @@ def test_the_parent_reads_ahead_once_the_first_child_has_finished(monkeypatch, t
     assert [e.split()[0] for e in events] == ["exit", "read", "exit"]
 
 
+def test_the_parent_trains_the_heaviest_group_itself_then_reads_ahead_while_the_child_runs(
+    monkeypatch, tmp_path
+) -> None:
+    from ledger.run import parallel
+    from ledger.spec.loader import load_protocol
+
+    events: list[str] = []
+    started: list[list[str]] = []
+
+    class Child:
+        def __init__(self, command, env, **_):
+            started.append(command[command.index("--arms") + 1].split(","))
+            assert "--no-judge" in command and env["OMP_NUM_THREADS"] == "3"
+            self.left, self.returncode = 3, None
+
+        def poll(self):
+            self.left -= 1
+            if self.left <= 0 and self.returncode is None:
+                self.returncode = 0
+                events.append("child exit")
+            return self.returncode
+
+    monkeypatch.setattr(parallel.subprocess, "Popen", Child)
+    monkeypatch.setattr(parallel.time, "sleep", lambda _: None)
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 6)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    protocol = load_protocol(ROOT / "protocols" / "phaseA-tiny.yaml")
+    arms = [arm.id for arm in protocol.arms]
+    here: list[tuple[list[str], int]] = []
+    codes = parallel.run_parallel(
+        SMOKE, protocol, arms, 2, db="sqlite:///x.db", out_dir=tmp_path, device="cpu", artifacts=None,
+        resume=False, report=lambda _: None, run_here=lambda group, _device, threads: here.append((group, threads)),
+        on_core_free=lambda: events.append("read ahead"),
+    )  # fmt: skip
+    groups = parallel.arm_groups(protocol, arms, 2)
+    heaviest = max(groups, key=lambda group: sum(parallel.arm_cost(protocol, arm) for arm in group))
+    assert here == [(heaviest, 3)] and started == [g for g in groups if g != heaviest] and codes == [0, 0]
+    assert events == ["read ahead", "child exit"]  # the parent's group done first, while the child still ran
+
+    class Failing(Child):
+        def terminate(self):
+            events.append("terminated")
+
+        def wait(self):
+            return 0
+
+    def broken(*_):
+        raise RuntimeError("the parent's group failed")
+
+    events.clear()
+    monkeypatch.setattr(parallel.subprocess, "Popen", Failing)
+    with pytest.raises(RuntimeError, match="parent's group failed"):
+        parallel.run_parallel(
+            SMOKE, protocol, arms, 2, db="sqlite:///x.db", out_dir=tmp_path, device="cpu", artifacts=None,
+            resume=False, report=lambda _: None, run_here=broken,
+        )  # fmt: skip
+    assert events == ["terminated"]  # no child is left running on its own
+
+
 def test_a_run_builds_its_manifests_once_and_reading_ahead_writes_nothing(monkeypatch, tmp_path) -> None:
     from ledger.audit import preregistration
     from ledger.rows import builder
@@ -194,7 +269,8 @@ def test_a_run_builds_its_manifests_once_and_reading_ahead_writes_nothing(monkey
     db, out = tmp_path / "ledger.db", tmp_path / "out"
     runner = Runner(SMOKE, db=f"sqlite:///{db}", out=out, resume=False, arms=None, progress=False, device="cpu")
     runner.warm()
-    assert runner.reader is not None and set(runner.loaded) == {arm.base for arm in runner.protocol.arms}
+    assert set(runner.readers) == set(runner.loaded)
+    assert set(runner.loaded) == {arm.base for arm in runner.protocol.arms}
     assert not db.exists() and not out.exists()  # read-only
     runner.register_only()
     assert builds == ["smoke"]  # registration took the runner's manifests
