@@ -266,7 +266,11 @@ def _run_children(runner, args: argparse.Namespace) -> None:
 
     if args.parallel < 1:
         raise CommandError(f"--parallel wants a number of processes >= 1, got {args.parallel}")
-    url = runner.register_only()
+    from ledger.store import default_db_url
+
+    # The children start at once: they import the libraries while this process reads the manifests and
+    # registers the protocol (one registration at a time, under the store's lock; a child finds it registered).
+    url = runner.db or default_db_url()
     every_arm = list(runner.arm_ids)
 
     def run_here(group: list[str], device: str | None, threads: int) -> None:

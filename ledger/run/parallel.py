@@ -1,12 +1,13 @@
 """``ledger run P --parallel N``: the protocol's arms in N processes writing into one ledger.
 
-The parent registers the protocol once (so no two processes race to), splits the arms into
-N groups -- an arm that continues from another (``init_from``) stays with it, and the groups
-are balanced by estimated training cost (``arm_cost``; the split with the smallest largest
-group, searched exhaustively while there are few chains) -- and starts one
-``ledger run P --arms GROUP --no-judge`` per group but one: the heaviest group it trains
-itself (``run_here``), since it has already imported the libraries and read the manifests,
-and is warm for the judging pass that follows. With GPUs, group k gets
+The parent splits the arms into N groups -- an arm that continues from another (``init_from``)
+stays with it, and the groups are balanced by estimated training cost (``arm_cost``; the split
+with the smallest largest group, searched exhaustively while there are few chains) -- and
+starts one ``ledger run P --arms GROUP --no-judge`` per group but one at once: the heaviest group it trains
+itself (``run_here``), reading the manifests and registering the protocol while the children
+import the libraries (registrations take the store's lock, so the children find it registered),
+and it is warm for the judging pass that follows. If this process fails, the children are
+stopped (and a refused run leaves no folder behind). With GPUs, group k gets
 ``cuda:(k mod GPUs)``; on the CPU the cores are shared out (unless ``OMP_NUM_THREADS`` is
 set: then every process uses that many). Each child's output goes to ``OUT/parallel-K.log``.
 The children train and evaluate only; when every group has finished the parent judges the
@@ -20,6 +21,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -150,6 +152,7 @@ def run_parallel(
     if run_here is not None:
         loads = [sum(arm_cost(protocol, arm) for arm in group) for group in groups]
         here = loads.index(max(loads))
+    made_folder = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     children: dict[int, tuple[IO[str], subprocess.Popen]] = {}
     for k, (group, child_device) in enumerate(zip(groups, devices)):
@@ -174,6 +177,9 @@ def run_parallel(
                 process.terminate()
                 process.wait()
                 child_log.close()
+            if made_folder and {path.name for path in out_dir.iterdir()} <= {f"parallel-{k}.log" for k in children}:
+                # this process stopped before it wrote anything (a refusal): nothing of the run is left behind
+                shutil.rmtree(out_dir)
             raise
         codes[here] = 0
         report(f"arms {','.join(groups[here])}: done")

@@ -274,3 +274,21 @@ def test_a_run_builds_its_manifests_once_and_reading_ahead_writes_nothing(monkey
     assert not db.exists() and not out.exists()  # read-only
     runner.register_only()
     assert builds == ["smoke"]  # registration took the runner's manifests
+
+
+def test_a_refused_parallel_run_stops_its_child_and_leaves_nothing_behind(tmp_path) -> None:
+    """The child starts before the parent's checks (it imports while the parent reads): when the parent refuses
+    (here: a base that is not on this machine), the child is stopped and no folder, log or database is left."""
+    from tests.audit.test_power import PROTOCOL, UNWINNABLE
+
+    (tmp_path / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
+    (tmp_path / "claims.yaml").write_text(UNWINNABLE, encoding="utf-8")
+    db, out = tmp_path / "ledger.db", tmp_path / "out"
+    ran = ledger_cli(
+        "run", str(tmp_path / "protocol.yaml"), "--parallel", "2", "--db", f"sqlite:///{db}", "--out", str(out),
+        "--no-progress",
+    )  # fmt: skip
+    assert ran.returncode == 2, ran.stdout[-2000:] + ran.stderr[-2000:]
+    assert "base 'tiny': local path" in ran.stderr and "does not exist" in ran.stderr
+    assert len(ran.stderr.strip().splitlines()) == 1 and "Traceback" not in ran.stderr
+    assert not db.exists() and not out.exists()
