@@ -271,8 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--parallel",
         type=int,
         metavar="N",
-        help="run the arms in N processes writing into one ledger (GPUs round robin; an arm continuing from "
-        "another stays with it), then judge the claims. Data-parallel training of one arm: torchrun (README)",
+        help="run the arms in N processes writing into one ledger: this one trains the heaviest group (its "
+        "progress shown), N-1 children the others, logging to OUT/parallel-K.log (GPUs round robin; an arm "
+        "continuing from another stays with it); then judge the claims. Data-parallel training of one arm: "
+        "torchrun (README)",
     )
     run.add_argument(
         "--no-judge",
