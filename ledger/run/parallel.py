@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
@@ -71,16 +71,15 @@ def _balanced(weights: list[float], n: int) -> list[int]:
     if not weights or n <= 1:
         return [0] * len(weights)
     if n ** (len(weights) - 1) <= EXHAUSTIVE_LIMIT:
-        best: tuple[float, tuple[int, ...]] | None = None
-        for rest in itertools.product(range(n), repeat=len(weights) - 1):
-            tried = (0, *rest)  # the first weight's group is fixed: groups are interchangeable
+
+        def heaviest(places: Iterable[int]) -> float:
             loads = [0.0] * n
-            for weight, place in zip(weights, tried):
+            for weight, place in zip(weights, places):
                 loads[place] += weight
-            if best is None or max(loads) < best[0]:
-                best = (max(loads), tried)
-        assert best is not None
-        return list(best[1])
+            return max(loads)
+
+        # the first weight's group is fixed (groups are interchangeable); the first lightest split wins a tie
+        return list(min(((0, *rest) for rest in itertools.product(range(n), repeat=len(weights) - 1)), key=heaviest))
     places = [0] * len(weights)
     loads = [0.0] * n
     for index in sorted(range(len(weights)), key=lambda i: -weights[i]):
@@ -99,13 +98,14 @@ def arm_cost(protocol: Protocol, arm_id: str) -> float:
     arm = protocol.arm(arm_id)
     layers = protocol.bases[arm.base].num_layers or 1
     adapter = getattr(getattr(arm, "budget", None), "kind", None) == "adapter"
+    split = getattr(getattr(arm, "surgery", None), "split", None)
+    every_position = split is not None and getattr(getattr(arm, "bridge", None), "reentry", None) == "all"
     cost = 0.0
     for stage in arm.stages:
         factor = ADAPTER_STEP_FACTOR if adapter else 1.0
         if stage.objective == "sft_scratchpad":
             factor *= SCRATCHPAD_STEP_FACTOR
-        split = getattr(getattr(arm, "surgery", None), "split", None)
-        if split and getattr(getattr(arm, "bridge", None), "reentry", None) == "all" and stage.manifest:
+        if split is not None and every_position and stage.manifest:
             depths = getattr(protocol.manifest(stage.manifest), "depths", None)
             if depths:  # prelude and coda once, the block at every loop of the mean forced depth
                 block = split[1] - split[0]

@@ -95,25 +95,10 @@ class Runner(StageTraining):
 
     # -- entry point
 
-    def register_only(self) -> str:
-        """Check the bases and the device, register the protocol, and return the ledger's URL
-        (``--parallel``: the children then find it registered instead of racing to register it)."""
-        from arms.device import resolve_device
-        from ledger.audit.preregistration import register
-        from ledger.store import default_db_url, open_store
-
-        check_bases_available(self.protocol, self.protocol_dir, self.arm_ids)
-        resolve_device(self.device_choice)
-        self._read_manifests()
-        url = self.db or default_db_url()
-        with open_store(url) as store:
-            register(store, self.protocol_path, self.checked, self.manifests)
-        return url
-
     def warm(self) -> None:
         """Read ahead what the run reads before it writes (the manifests, the bases and their tokenizers, the
-        model library's imports), writing nothing: ``--parallel``'s parent does it once a child has finished and
-        a core is free, instead of after the last one."""
+        model library's imports), writing nothing: ``--parallel``'s parent does it once its own group has finished
+        while a child still trains, instead of after the last one."""
         from arms.device import resolve_device
 
         self.device = resolve_device(self.device_choice)

@@ -272,7 +272,8 @@ def test_a_run_builds_its_manifests_once_and_reading_ahead_writes_nothing(monkey
     assert set(runner.readers) == set(runner.loaded)
     assert set(runner.loaded) == {arm.base for arm in runner.protocol.arms}
     assert not db.exists() and not out.exists()  # read-only
-    runner.register_only()
+    with open_store(f"sqlite:///{db}") as store:  # registration as the run does it, with the runner's manifests
+        preregistration.register(store, runner.protocol_path, runner.checked, runner.manifests)
     assert builds == ["smoke"]  # registration took the runner's manifests
 
 
