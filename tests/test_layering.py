@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STAGES: tuple[tuple[str, int], ...] = (
     ("ledger.canonical", 0),
     ("ledger.registry", 0),
+    ("ledger.environment", 0),
     ("ledger.spec", 10),
     ("ledger.rows", 20),
     ("ledger.reader", 30),

@@ -73,6 +73,8 @@ class VerifyReport:
     since_head: str | None = None
     history: str = ""  # what was proved about the log's past: a head it extends, or internal consistency only
     errors: list[str] = field(default_factory=list)
+    # how the environments the claims' runs recorded differ from the verifying one (a warning only)
+    environment: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -92,5 +94,6 @@ class VerifyReport:
             "since_head": self.since_head,
             "history": self.history,
             "errors": self.errors,
+            "environment_differences": self.environment,
             "claims": [verdict.to_dict() for verdict in self.verdicts],
         }

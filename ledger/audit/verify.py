@@ -13,9 +13,11 @@ the separate, explicit steps of ``ledger.audit.recording``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ledger.audit.as_registered import changed_correction, changed_families, missing_claims, spec_changes
 from ledger.audit.history import note_versions
@@ -33,6 +35,7 @@ from ledger.audit.verdicts import (
     VerifyReport,
 )
 from ledger.canonical import canonical_json, sha256_hex
+from ledger.environment import environment_differences
 from ledger.judge.claim_files import evaluate_claims
 from ledger.judge.claims import ClaimResult
 from ledger.spec.claims import ClaimFile, claim_manifests, claim_subjects, load_claims, manifest_of
@@ -100,12 +103,15 @@ def verify(
     releases: Mapping[Path, LoadedRelease] | None = None,
     artifacts: list[Path] | None = None,
     every_file: bool = False,
+    environment: Mapping[str, Any] | None = None,
 ) -> VerifyReport:
     """The claims under ``paths`` recomputed from this ledger, and everything they rest on checked.
 
     ``releases``: release files this process has just read (``verify --import``), by mapping path, so
     that they are not read twice; every other release is read from its files here. ``artifacts``:
-    folders to look for checkpoint files in before the ledger's own artifact root."""
+    folders to look for checkpoint files in before the ledger's own artifact root. ``environment``:
+    this process's environment record, which every environment the claims' runs recorded is compared
+    with (``report.environment``: one line per difference, a warning that changes no exit code)."""
     # the chain walk (most of the time on a long ledger) runs on another core while the claims are recomputed
     chain_check = store.start_chain_check(since_head)
     report = VerifyReport([], [], store.head())
@@ -129,6 +135,10 @@ def verify(
             continue
         note_versions(store, claim_file.protocol, claim_file.release is None, verdicts)
         report.verdicts.extend(verdicts)
+    if environment is not None:
+        report.environment = recorded_environment_differences(
+            store, [claim_file.protocol for _, claim_file in loaded], environment
+        )
     chain, consistency = chain_check.result()
     report.chain_problems[:0] = [str(problem) for problem in chain.problems]
     if since_head is not None and consistency is not None:
@@ -148,6 +158,28 @@ def verify(
             verdict.problems.append("the ledger's hash chain does not verify (see chain problems)")
             verdict.recordable = None
     return report
+
+
+def recorded_environment_differences(store: Store, protocol_names: list[str], current: Mapping[str, Any]) -> list[str]:
+    """How the environments recorded by these protocols' runs differ from ``current``: each distinct
+    difference once, whichever runs share it. Not the verifying process's own thread counts: verify
+    computes nothing with torch, and what a rerun would use is set by `ledger run` (the variables
+    that set threads are compared)."""
+    shas = {p.sha256 for name in dict.fromkeys(protocol_names) for p in store.protocols(name=name)}
+    lines: list[str] = []
+    seen: set[str] = set()
+    for run in store.rows_of("runs"):
+        if run["protocol_sha256"] not in shas or run["environment_json"] in seen:
+            continue
+        seen.add(run["environment_json"])
+        try:
+            recorded = json.loads(run["environment_json"] or "{}")
+        except ValueError:
+            recorded = {}
+        for line in environment_differences(recorded, current, ignore=("threads", "interop_threads")):
+            if line not in lines:
+                lines.append(line)
+    return lines
 
 
 @dataclass

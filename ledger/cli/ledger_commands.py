@@ -137,6 +137,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from ledger.audit.recording import import_external, record_outcomes
     from ledger.audit.release import ReleaseError
     from ledger.audit.verify import claim_files, verify
+    from ledger.run.environment import current_environment
 
     since = None
     if args.since_head:
@@ -170,6 +171,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 releases=releases,
                 artifacts=artifacts,
                 every_file=args.all_files,
+                environment=current_environment(Path.cwd()),
             )
             if args.record:
                 record_outcomes(store, report)
@@ -181,6 +183,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2, sort_keys=True) + "\n")
         return report.exit_code
+    if report.environment:  # a warning, never a silent pass: the claims are judged the same either way
+        err.print(f"warning: the runs recorded another environment than this one ({len(report.environment)}):")
+        for line in report.environment:
+            err.print(f"  environment: {line}", markup=False)
     for problem in report.chain_problems:
         err.print(f"chain: {problem}", markup=False)
     for error in report.errors:

@@ -5,7 +5,8 @@ Exit codes (shared by every command):
   2  bad input: a protocol, claim file or argument that cannot be used (located message, no traceback)
   3  refused by the ledger (lineage, preregistration, a changed protocol, a write in `query`)
 ``ledger verify`` adds: 1 an outcome differs from the first recorded one (or a new claim is
-not supported), 4 something is tampered, 5 something is unverifiable.
+not supported), 4 something is tampered, 5 something is unverifiable. ``ledger compare`` adds:
+1 the two sides' evidence differs.
 
 The parser and `main` live here; the handlers in ``protocol_commands`` and
 ``ledger_commands``; exit codes, consoles and ``CommandError`` in ``common``.
@@ -17,6 +18,7 @@ import argparse
 import sys
 
 from ledger.cli.common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, CommandError, err, out
+from ledger.cli.compare_commands import add_parsers as add_compare_parsers
 from ledger.cli.harness_command import add_parser as add_harness_parser
 from ledger.cli.ledger_commands import (
     cmd_db_upgrade,
@@ -215,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(handler=cmd_verify)
 
     add_transparency_parsers(commands, with_db)  # key, head, prove, verify-proof
+    add_compare_parsers(commands, with_db)  # fingerprint, compare
     add_serve_parser(commands, with_db)
     add_harness_parser(commands)
 

@@ -239,12 +239,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _publish_head(args: argparse.Namespace, result, signing_key) -> None:
     """The ledger's head after the run, into the run folder (``head.txt``; signed: ``head.signed``): what the
-    researcher publishes with the claims, so that an auditor can prove a later ledger extends it."""
+    researcher publishes with the claims, so that an auditor can prove a later ledger extends it. Beside it
+    the protocol's fingerprint (``fingerprint.json``), which ``ledger compare`` holds a reproduction against."""
+    from ledger.audit.fingerprint import fingerprint, write_fingerprint
     from ledger.cli.transparency_commands import signed_head_of
 
     with _store(args, read_only=True) as store:
         root, size = store.head()
         signed = signed_head_of(store, signing_key) if signing_key is not None else None
+        document = fingerprint(store, [result.protocol.name])
+    write_fingerprint(document, result.out_dir)
     (result.out_dir / "head.txt").write_text(f"{root}:{size}\n", encoding="utf-8")
     if signed is None:
         out.print(

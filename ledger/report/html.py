@@ -313,8 +313,10 @@ def write_report(
     body.append('<section id="environment"><h2>6. Environment</h2>')
     body.append(
         '<p class="note">What each run recorded of the code and machine it ran on: the project\'s git commit '
-        "(and whether its tree was dirty), package versions, the device, its name and the dtype. Runs with the "
-        "same environment share a row.</p>"
+        "(and whether its tree was dirty), package versions (every installed distribution is recorded) and the "
+        "lock they match, torch's CPU capability and BLAS, the device, its name and the dtype, the threads. Runs "
+        "with the same environment share a row; below the table, how each other row differs from the first "
+        "(another CPU capability or thread count can move every float: <code>ledger compare</code> says where).</p>"
     )
     body.append(environment_html(run_environments(store, shas)))
     body.append("</section>")

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from ledger.audit.history import ProtocolHistory
+from ledger.environment import environment_differences
 from ledger.report.data import ArmSeries, ClaimRow, HeatmapGrid, LineageNode
 
 CSS = """
@@ -240,7 +241,7 @@ def environment_html(environments: list[tuple[list[str], dict]]) -> str:
         return '<p class="note">No runs of these protocols are recorded (an imported release records none).</p>'
     lines = [
         '<table class="environment"><tr><th>runs</th><th>git commit</th><th>device</th><th>dtype</th>'
-        "<th>packages</th><th>CUDA / cuDNN</th><th>python, threads</th></tr>"
+        "<th>packages</th><th>lock</th><th>CPU capability, BLAS</th><th>CUDA / cuDNN</th><th>python, threads</th></tr>"
     ]
     for runs, env in environments:
         git = env.get("git") or {}
@@ -249,14 +250,34 @@ def environment_html(environments: list[tuple[list[str], dict]]) -> str:
         )
         packages = env.get("packages") or {"torch": env.get("torch")}
         versions = ", ".join(f"{name} {version}" for name, version in packages.items() if version)
+        if env.get("distributions"):
+            versions += f" ({len(env['distributions'])} distributions recorded)"
         device = " ".join(str(part) for part in (env.get("device"), env.get("device_name")) if part) or "not recorded"
         cuda = f"{env.get('cuda') or '-'} / {env.get('cudnn') or '-'}"
+        lock = env.get("lock")
+        if isinstance(lock, dict):
+            unmet = f", {len(lock.get('unmet') or [])} pins unmet" if lock.get("unmet") else ""
+            lock_text = f"{lock.get('file')} {str(lock.get('sha256'))[:12]}{unmet}"
+        else:
+            lock_text = "not recorded" if "lock" not in env else "none (not installed from a lock)"
+        build = env.get("torch_build") or {}
+        cpu = ", ".join(str(build[key]) for key in ("cpu_capability", "blas") if build.get(key)) or "not recorded"
         lines.append(
             f"<tr><td>{esc(', '.join(runs))}</td><td><code>{esc(commit)}</code></td><td>{esc(device)}</td>"
-            f"<td>{esc(env.get('dtype', '-'))}</td><td>{esc(versions)}</td><td>{esc(cuda)}</td>"
+            f"<td>{esc(env.get('dtype', '-'))}</td><td>{esc(versions)}</td><td><code>{esc(lock_text)}</code></td>"
+            f"<td>{esc(cpu)}</td><td>{esc(cuda)}</td>"
             f"<td>{esc(env.get('python', '-'))}, {esc(env.get('threads', '-'))} threads</td></tr>"
         )
     lines.append("</table>")
+    first_runs, first = environments[0]
+    for runs, env in environments[1:]:
+        differences = environment_differences(first, env, labels=("in the first row", "here"))
+        if differences:
+            items = "".join(f"<li>{esc(line)}</li>" for line in differences)
+            lines.append(
+                f'<p class="note">How the environment of {esc(", ".join(runs))} differs from the first row\'s '
+                f'({esc(", ".join(first_runs))}):</p><ul class="environment-differences">{items}</ul>'
+            )
     return "".join(lines)
 
 

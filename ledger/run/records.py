@@ -7,6 +7,9 @@ store, artifact store and device.
 
 from __future__ import annotations
 
+import json
+import logging
+import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -17,6 +20,8 @@ from ledger.run.bases import RunRefused
 
 if TYPE_CHECKING:
     from ledger.store.reads import RecordedCheckpoint
+
+log = logging.getLogger("ledger.run")
 
 
 class RunRecords:
@@ -80,17 +85,34 @@ class RunRecords:
         from ledger.run.environment import environment_record
 
         run_id = self.run_id_of(arm)
-        if self.store.get("runs", run_id=run_id) is None:
+        recorded = self.store.get("runs", run_id=run_id)
+        environment = environment_record(self.protocol_dir, self.device_info(arm))
+        if recorded is None:
             self.store.add_run(
                 run_id=run_id,
                 kind=kind,
                 protocol_sha256=self.sha,
                 arm=arm,
                 config={"protocol": self.protocol.name, "out": str(self.out_dir)},
-                environment=environment_record(self.protocol_dir, self.device_info(arm)),
+                environment=environment,
                 rng={"protocol_seed": self.protocol.seed, "derivation": "sha256 of (seed, arm, stage, step)"},
             )
+        else:
+            self._warn_environment(run_id, json.loads(recorded["environment_json"] or "{}"), environment)
         return run_id
+
+    def _warn_environment(self, run_id: str, recorded: dict, current: dict) -> None:
+        """A resumed run whose environment moved: one warning line per difference (stderr and run.log),
+        each said once per process. It continues: the checkpoints say whether the arithmetic moved."""
+        from ledger.environment import environment_differences
+
+        said: set[str] = self.__dict__.setdefault("_environment_said", set())
+        for line in environment_differences(recorded, current):
+            if line in said:
+                continue
+            said.add(line)
+            log.warning("resuming run %s, recorded in another environment: %s", run_id, line)
+            sys.stderr.write(f"warning: resuming run {run_id}, recorded in another environment: {line}\n")
 
     def _has_evidence(self, run_id: str, manifest_id: str, checkpoint: str) -> bool:
         return self.store.has_evidence(run_id, self.manifest_sha[manifest_id], checkpoint)
