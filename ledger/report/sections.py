@@ -256,7 +256,7 @@ def environment_html(environments: list[tuple[list[str], dict]]) -> str:
         cuda = f"{env.get('cuda') or '-'} / {env.get('cudnn') or '-'}"
         lock = env.get("lock")
         if isinstance(lock, dict):
-            unmet = f", {len(lock.get('unmet') or [])} pins unmet" if lock.get("unmet") else ""
+            unmet = f", unmet: {'; '.join(lock['unmet'])}" if lock.get("unmet") else ""
             lock_text = f"{lock.get('file')} {str(lock.get('sha256'))[:12]}{unmet}"
         else:
             lock_text = "not recorded" if "lock" not in env else "none (not installed from a lock)"
