@@ -1,8 +1,10 @@
 """The embedded default (issue #6): the shipped tiny bases and Phase A in miniature, end to end.
 
 The end-to-end test runs `ledger run protocols/phaseA-tiny.yaml --resume --parallel 2` exactly as the
-README's first command does (minutes on two CPU cores), then `ledger verify` on its claims, and
-checks that the report draws the per-depth curves of all six arms.
+README's first command does (minutes on two CPU cores), then `ledger verify` on its claims, checks
+that the report draws the per-depth curves of all six arms, and that the run reproduces the committed
+record `docs/results/phaseA-tiny` bit for bit (`ledger compare`: every checkpoint's SHA-256, every
+claim's outcome and figures) under the lock, on a CPU of the record's capability.
 """
 
 from __future__ import annotations
@@ -69,6 +71,28 @@ def test_phaseA_tiny_runs_end_to_end_and_its_claims_verify(tiny_run):
         statuses = {row["arm"]: row["status"] for row in store.rows_of("checkpoints")}
         assert store.verify_chain().ok
     assert {statuses[arm] for arm in ARMS} == {"promoted"}
+
+
+def test_phaseA_tiny_reproduces_the_committed_record_bit_for_bit(tiny_run):
+    """What a fresh clone gives is the record: the guarantee holds on a CPU of the record's capability
+    (torch dispatches AVX2 and AVX-512 kernels that round otherwise) at the command's threads."""
+    import torch
+
+    folder, _, _ = tiny_run
+    record = ROOT / "docs" / "results" / "phaseA-tiny"
+    recorded = json.loads((record / "fingerprint.json").read_text(encoding="utf-8"))
+    environment = recorded["protocols"]["phaseA-tiny"]["environments"][0]["environment"]
+    capability = environment["torch_build"]["cpu_capability"]
+    assert torch.backends.cpu.get_cpu_capability() == capability, (
+        f"this machine's torch dispatches {torch.backends.cpu.get_cpu_capability()} kernels, the record's "
+        f"{capability}: the record cannot be reproduced bit for bit here (README: Reproducing a record)"
+    )
+    compared = ledger_cli("compare", str(folder / "out"), str(record), "--json")
+    report = json.loads(compared.stdout)
+    parted = [f"{arm['arm']}: {arm['detail']}" for arm in report["arms"] if not arm["identical"]]
+    assert compared.returncode == 0 and report["identical"], (parted, report["environment_differences"])
+    assert {arm["arm"] for arm in report["arms"]} >= set(ARMS)
+    assert len(report["claims"]) == 11 and all(claim["identical"] for claim in report["claims"])
 
 
 def test_phaseA_tiny_report_draws_every_arms_per_depth_curve(tiny_run):
