@@ -162,9 +162,10 @@ def verify(
 
 def recorded_environment_differences(store: Store, protocol_names: list[str], current: Mapping[str, Any]) -> list[str]:
     """How the environments recorded by these protocols' runs differ from ``current``: each distinct
-    difference once, whichever runs share it. Not the verifying process's own thread counts: verify
-    computes nothing with torch, and what a rerun would use is set by `ledger run` (the variables
-    that set threads are compared)."""
+    difference once, whichever runs share it. Not the verifying process's own threads (their counts and
+    the variables that set them): verify computes nothing with torch, and a rerun's threads are what
+    `ledger run` sets (`--parallel N`: the cores shared out). Another CPU kernel set still shows, as
+    torch's CPU capability."""
     shas = {p.sha256 for name in dict.fromkeys(protocol_names) for p in store.protocols(name=name)}
     lines: list[str] = []
     seen: set[str] = set()
@@ -176,7 +177,7 @@ def recorded_environment_differences(store: Store, protocol_names: list[str], cu
             recorded = json.loads(run["environment_json"] or "{}")
         except ValueError:
             recorded = {}
-        for line in environment_differences(recorded, current, ignore=("threads", "interop_threads")):
+        for line in environment_differences(recorded, current, ignore=("threads", "interop_threads", "thread_env")):
             if line not in lines:
                 lines.append(line)
     return lines

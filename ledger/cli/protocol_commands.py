@@ -283,6 +283,9 @@ def _run_children(runner, args: argparse.Namespace) -> None:
 
         if not os.environ.get("OMP_NUM_THREADS"):  # the children's share of the cores (run_parallel)
             torch.set_num_threads(threads)
+            os.environ["OMP_NUM_THREADS"] = str(threads)
+        # the variables as the children's are set, so that their runs and this process's record one environment
+        os.environ["MKL_NUM_THREADS"] = str(threads)
         runner.arm_ids, runner.judge, runner.db = group, False, url
         runner.device_choice = device or runner.device_choice
         try:
