@@ -95,8 +95,10 @@ def load_fingerprint(path: Path) -> dict[str, Any]:
     """A fingerprint file, or the one in a record folder; FingerprintError names what is wrong."""
     file = path / FILE_NAME if path.is_dir() else path
     if not file.is_file():
+        if not path.is_dir():
+            raise FingerprintError(f"{path}: no such file")
         raise FingerprintError(
-            f"{path}: no {FILE_NAME} here (a record folder keeps the output of `ledger fingerprint --out`)"
+            f"{path}: no {FILE_NAME} here (a run folder holds one; `ledger fingerprint --out` writes one)"
         )
     try:
         document = json.loads(file.read_text(encoding="utf-8"))

@@ -25,6 +25,7 @@ def test_smoke_runs_end_to_end_and_verifies(reference):
         assert f"│ {arm}   │ complete" in stdout, stdout
     verified = ledger_cli("verify", "claims/smoke.yaml", "--db", f"sqlite:///{folder / 'ledger.db'}")
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "environment:" not in verified.stderr, verified.stderr  # verified where it ran: nothing to warn of
     log = (folder / "out" / "run.log").read_text(encoding="utf-8")
     assert "arm A stage install" in log and "loss" in log
     with open_store(f"sqlite:///{folder / 'ledger.db'}") as store:
