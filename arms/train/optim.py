@@ -148,6 +148,50 @@ def _validate_groups(named_groups: Mapping[str, Any]) -> dict[str, list[Tensor]]
 # ----------------------------------------------------------------------------- optimiser
 
 
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
+class MasterWeights:
+    """fp32 copies of the low-precision (bf16, fp16) trainable tensors: the optimiser steps the copies,
+    and each step writes them back to the model's tensors, rounded.
+
+    A step of Adam at a learning rate of 1e-5 moves a weight by about 1e-5, below half of bf16's spacing
+    for any |w| above about 0.004: stepped in bf16 directly, most weights would never move. In fp32 the
+    updates add up, and the model's bf16 tensor follows once they pass a rounding step. fp32 tensors are
+    stepped as they are (no copy): an fp32 protocol trains bit for bit as without this.
+    """
+
+    def __init__(self, groups: Mapping[str, Sequence[Tensor]]):
+        self.pairs: list[tuple[Tensor, Tensor]] = []  # (the model's tensor, its fp32 master)
+        self.groups: dict[str, list[Tensor]] = {}
+        for name, params in groups.items():
+            stepped = []
+            for p in params:
+                if p.dtype in LOW_PRECISION:
+                    master = p.detach().float().clone().requires_grad_(True)
+                    self.pairs.append((p, master))
+                    stepped.append(master)
+                else:
+                    stepped.append(p)
+            self.groups[name] = stepped
+
+    def gather_gradients(self) -> None:
+        for p, master in self.pairs:
+            master.grad = None if p.grad is None else p.grad.detach().float()
+
+    def write_back(self) -> None:
+        with torch.no_grad():
+            for p, master in self.pairs:
+                p.copy_(master)
+
+    def zero_model_gradients(self, set_to_none: bool) -> None:
+        for p, _ in self.pairs:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+
+
 class GroupedOptimizer:
     """One object over up to two torch optimisers (Muon for hidden matrices, AdamW for
     the rest), with named groups and per-group learning rates.
@@ -158,14 +202,19 @@ class GroupedOptimizer:
     configured ratios).
     """
 
-    def __init__(self, optimizers: Mapping[str, torch.optim.Optimizer], kind: str):
+    def __init__(
+        self, optimizers: Mapping[str, torch.optim.Optimizer], kind: str, masters: MasterWeights | None = None
+    ):
         self.optimizers: dict[str, torch.optim.Optimizer] = dict(optimizers)
         self.kind = kind
+        self.masters = masters
         self._owner: dict[int, str] = {}
         for oname, opt in self.optimizers.items():
             for g in opt.param_groups:
                 for p in g["params"]:
                     self._owner[id(p)] = oname
+        for p, master in masters.pairs if masters is not None else ():
+            self._owner[id(p)] = self._owner[id(master)]  # the model's tensor is updated by its master's
 
     @property
     def param_groups(self) -> list[dict[str, Any]]:
@@ -190,13 +239,19 @@ class GroupedOptimizer:
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        if self.masters is not None:
+            self.masters.gather_gradients()
         for opt in self.optimizers.values():
             opt.step()
+        if self.masters is not None:
+            self.masters.write_back()
         return loss
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for opt in self.optimizers.values():
             opt.zero_grad(set_to_none=set_to_none)
+        if self.masters is not None:
+            self.masters.zero_model_gradients(set_to_none)
 
     def set_lr_scale(self, scale: float) -> None:
         for g in self.param_groups:
@@ -241,6 +296,7 @@ def build_optimizer(
     adjust_lr_fn: str | None = None,
     adamw_only_groups: Iterable[str] = (),
     adamw_only_pattern: str | None = DEFAULT_ADAMW_ONLY_PATTERN,
+    master_weights: bool = True,
 ) -> GroupedOptimizer:
     """Build the optimiser for named groups of whole, separate tensors.
 
@@ -256,8 +312,17 @@ def build_optimizer(
     of a tensor, tensors sharing storage, a ``(tensor, index)``-style member, a
     non-leaf or frozen tensor, an empty group, a multiplier for an unknown group, a
     non-positive multiplier.
+
+    ``master_weights`` (the default): bf16 and fp16 tensors are stepped through fp32 copies
+    (``MasterWeights``), so that updates below their rounding step are not lost; False steps them
+    in their own dtype (to measure what that loses).
     """
     groups = _validate_groups(named_groups)
+    masters = MasterWeights(groups) if master_weights else None
+    if masters is not None and masters.pairs:
+        groups = masters.groups
+    else:
+        masters = None
     mults = dict(group_lr_multipliers or {})
     unknown = set(mults) - set(groups)
     if unknown:
@@ -277,7 +342,7 @@ def build_optimizer(
             for g, ps in groups.items()
         ]
         opt = torch.optim.AdamW(pgs, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
-        return GroupedOptimizer({"adamw": opt}, kind)
+        return GroupedOptimizer({"adamw": opt}, kind, masters)
     if kind != "muon":
         raise ValueError(f"unknown optimiser kind {kind!r} (adamw | muon)")
 
@@ -300,4 +365,4 @@ def build_optimizer(
         )
     if adam_pgs:
         opts["adamw"] = torch.optim.AdamW(adam_pgs, lr=a_lr, betas=betas, eps=eps, weight_decay=weight_decay)
-    return GroupedOptimizer(opts, kind)
+    return GroupedOptimizer(opts, kind, masters)

@@ -1,0 +1,129 @@
+"""Training in bf16 learns: every arm kind's trainable tensors are stepped through fp32 master weights
+(`arms/train/optim.py::MasterWeights`), so that an update below bf16's rounding step is kept, not lost.
+
+At a learning rate of 1e-5 (the paper's Phase A) one AdamW step moves a weight by about 1e-5, below half
+of bf16's spacing for |w| above about 0.004. The test takes the protocol's learning rate on a bf16 base
+and counts, per trainable tensor, the share of elements the optimiser moved.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+
+from arms.bases.builtin import tiny_random_base
+from arms.runtime import build_runtime
+from arms.train.optim import build_optimizer
+from arms.train.step import take_step
+from ledger.reader.shared import Reader
+from ledger.rows.tasks import generate_rule_chasing
+from ledger.rows.tasks.alphabets import resolve_alphabet
+from ledger.spec.loader import parse_protocol
+
+pytestmark = pytest.mark.models
+
+BASE = "builtin:tiny-qwen2?hidden=32&layers=4&heads=2&kv_heads=1&intermediate=64"
+LR = 1e-5  # protocols/phaseA.yaml's extend-stage rate
+STAGE = {"id": "s", "manifest": "train", "steps": 2, "batch_size": 4, "optimizer": {"lr": LR}}
+ARMS = {
+    "full_block": {
+        "kind": "recurrent",
+        "surgery": {"split": [1, 3]},
+        "bridge": {"kind": "split"},
+        "budget": {"kind": "full_block"},
+        "stages": [{**STAGE, "objective": "intermediate"}],
+    },
+    "adapter": {
+        "kind": "recurrent",
+        "surgery": {"split": [1, 3]},
+        "bridge": {"kind": "split"},
+        "budget": {"kind": "adapter", "rank": 2, "alpha": 4},
+        "stages": [{**STAGE, "objective": "intermediate"}],
+    },
+    "dense": {"kind": "dense", "stages": [{**STAGE, "objective": "sft_direct"}]},
+}
+
+
+def _runtime(arm: dict):
+    document = {
+        "name": "bf16",
+        "version": 1,
+        "description": "d",
+        "seed": 1,
+        "bases": {"tiny": {"source": BASE, "dtype": "bfloat16"}},
+        "manifests": [
+            {
+                "id": role,
+                "role": role,
+                "generator": "rule_chasing",
+                "depths": [2, 3],
+                "rows_per_depth": n,
+                "seed": 1,
+                "split": split,
+            }
+            for role, n, split in (("train", 4, "train"), ("eval", 2, "test"))
+        ],
+        "arms": [{"id": "X", "base": "tiny", "evaluation": {"manifests": ["eval"]}, **arm}],
+    }
+    protocol = parse_protocol(yaml.safe_dump(document))
+    model, tokenizer = tiny_random_base(BASE)
+    model = model.to(torch.bfloat16)
+    reader = Reader(list(resolve_alphabet("N16")), tokenizer=tokenizer)
+    return protocol, build_runtime(protocol.arms[0], model, tokenizer, reader)
+
+
+def _moved_shares(kind: str, master_weights: bool) -> dict[str, float]:
+    """Per trainable tensor, the share of its elements two steps at LR moved (in the tensor the optimiser
+    steps: the fp32 master of a bf16 tensor, else the tensor itself)."""
+    protocol, runtime = _runtime(ARMS[kind])
+    stage = protocol.arms[0].stages[0]
+    rows = generate_rule_chasing(surface="symbolic", depth_range=(2, 3), rows_per_depth=4, seed=2, split="train")
+    groups = runtime.named_groups()
+    optimizer = build_optimizer(groups, kind="adamw", lr=LR, master_weights=master_weights)
+    named = {f"{group}/{i}": p for group, params in groups.items() for i, p in enumerate(params)}
+    masters = {id(p): master for p, master in (optimizer.masters.pairs if optimizer.masters else [])}
+    stepped = {name: masters.get(id(p), p) for name, p in named.items()}
+    before = {name: tensor.detach().clone() for name, tensor in stepped.items()}
+    trainable = [p for params in groups.values() for p in params]
+    runtime.model.train()
+    for step in range(2):
+        batch = rows[step * 4 : step * 4 + 4]
+        take_step(optimizer, lambda batch=batch, step=step: runtime.loss(batch, stage, step), trainable)
+    return {
+        name: (stepped[name].detach() != before[name]).float().mean().item()
+        for name in named
+        if named[name].dtype == torch.bfloat16
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(ARMS))
+def test_two_steps_at_the_protocols_rate_move_most_of_every_bf16_trainable_tensor(kind):
+    shares = _moved_shares(kind, master_weights=True)
+    if kind == "adapter":
+        assert shares, "the bridge of an adapter arm is bf16 and trains through masters"
+    assert shares and min(shares.values()) >= 0.5, {name: round(share, 3) for name, share in shares.items()}
+
+
+def test_stepped_in_bf16_directly_most_elements_never_move():
+    """What the masters mend: the same two steps on the full-block arm without them."""
+    shares = _moved_shares("full_block", master_weights=False)
+    assert shares and sorted(shares.values())[len(shares) // 2] < 0.5, shares
+
+
+def test_the_model_keeps_the_rounded_master_and_an_fp32_protocol_has_no_masters():
+    protocol, runtime = _runtime(ARMS["full_block"])
+    groups = runtime.named_groups()
+    optimizer = build_optimizer(groups, kind="adamw", lr=1e-2)
+    assert optimizer.masters is not None
+    rows = generate_rule_chasing(surface="symbolic", depth_range=(2, 3), rows_per_depth=4, seed=2, split="train")
+    stage = protocol.arms[0].stages[0]
+    trainable = [p for params in groups.values() for p in params]
+    take_step(optimizer, lambda: runtime.loss(rows[:4], stage, 0), trainable)
+    for p, master in optimizer.masters.pairs:
+        assert p.dtype == torch.bfloat16 and master.dtype == torch.float32
+        assert torch.equal(p.detach(), master.detach().to(torch.bfloat16))
+    optimizer.zero_grad()  # clears the model's gradients too, not only the masters'
+    assert all(p.grad is None and master.grad is None for p, master in optimizer.masters.pairs)
+    fp32 = {"w": [torch.nn.Parameter(torch.ones(3))]}
+    assert build_optimizer(fp32, lr=1e-3).masters is None
