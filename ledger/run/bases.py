@@ -8,7 +8,14 @@ from ledger.canonical import canonical_json, sha256_file, sha256_hex
 from ledger.spec.bases import base_location
 from ledger.spec.protocol import Protocol
 
-__all__ = ["BaseUnavailable", "RunRefused", "check_bases_available", "load_protocol_base", "record_base"]
+__all__ = [
+    "BaseUnavailable",
+    "RunRefused",
+    "check_bases_available",
+    "load_protocol_base",
+    "record_base",
+    "weights_sha256",
+]
 
 
 class BaseUnavailable(Exception):
@@ -64,6 +71,16 @@ def load_protocol_base(spec, protocol_dir: Path):
     return model, tokenizer, files
 
 
+def weights_sha256(files: list[Path]) -> str | None:
+    """The SHA-256 a base's weights are recorded under: its one file's, or over its files' hashes
+    (None for a built-in base, whose seeded weights have no file until a run writes them)."""
+    if not files:
+        return None
+    if len(files) == 1:
+        return sha256_file(files[0])
+    return sha256_hex(canonical_json({f.name: sha256_file(f) for f in files}))
+
+
 def record_base(store, objects, name: str, spec, model, files: list[Path]) -> str:
     """The base's weights as the root checkpoint of every arm built on it (its SHA-256).
 
@@ -74,7 +91,7 @@ def record_base(store, objects, name: str, spec, model, files: list[Path]) -> st
         if len(files) == 1:
             sha, path = objects.adopt(files[0])
         else:
-            sha, path = sha256_hex(canonical_json({f.name: sha256_file(f) for f in files})), None
+            sha, path = str(weights_sha256(files)), None
     else:
         from safetensors.torch import save_file
 
@@ -82,8 +99,9 @@ def record_base(store, objects, name: str, spec, model, files: list[Path]) -> st
         state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
         save_file(state, str(tmp), metadata={"ledger": canonical_json({"base": name})})
         sha, path = objects.put(tmp)
+    meta = {"source": spec.source}
+    if files and files[0].parent.parent.name == "snapshots":  # a hub id, read from the local cache
+        meta["revision"] = files[0].parent.name
     if store.checkpoint(sha) is None:
-        store.add_checkpoint(
-            sha256=sha, path=path, arm=f"base:{name}", status="promoted", stage="base", meta={"source": spec.source}
-        )
+        store.add_checkpoint(sha256=sha, path=path, arm=f"base:{name}", status="promoted", stage="base", meta=meta)
     return sha

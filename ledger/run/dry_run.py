@@ -38,7 +38,8 @@ def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None) -> 
     from ledger.judge.gates import GateInputs
     from ledger.reader.shared import Reader, row_symbols
     from ledger.rows.builder import build_manifests
-    from ledger.run.bases import load_protocol_base
+    from ledger.run.bases import load_protocol_base, weights_sha256
+    from ledger.spec.bases import base_location
 
     manifests = {name: list(manifest.rows) for name, manifest in build_manifests(protocol).items()}
     symbols = list(dict.fromkeys(symbol for rows in manifests.values() for row in rows for symbol in row_symbols(row)))
@@ -46,8 +47,16 @@ def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None) -> 
     done = []
     for arm in protocol.arms:
         if arm.base not in bases:
-            model, tokenizer, _ = load_protocol_base(protocol.bases[arm.base], protocol_dir)
             spec = protocol.bases[arm.base]
+            model, tokenizer, files = load_protocol_base(spec, protocol_dir)  # hash-checked, as the run loads it
+            # hashed as the run records it: a base whose files cannot be read fails here, not after registration
+            sha = weights_sha256(files)
+            done.append(
+                f"base {arm.base}: {base_location(spec, protocol_dir)}, "
+                + (f"weights {sha[:12]}" if sha else "built-in, seeded weights")
+            )
+            if progress is not None:
+                progress(done[-1])
             bases[arm.base] = (model, tokenizer, Reader(symbols, tokenizer=tokenizer, chat_template=spec.chat_template))
         model, tokenizer, reader = bases[arm.base]
         runtime = build_runtime(arm, model, tokenizer, reader)

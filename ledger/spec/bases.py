@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
@@ -30,13 +31,40 @@ class BaseModelSpec(StrictModel):
 
 
 def base_location(spec: BaseModelSpec, protocol_dir: Path) -> str:
-    """The base's source with relative paths resolved against the protocol file's folder."""
+    """The base's source with relative paths resolved against the protocol file's folder, and a hub id
+    resolved to its snapshot folder in the local Hugging Face cache (``HF_HUB_CACHE``, ``HF_HOME``): from
+    then on it is loaded, tokenizer included, and hashed exactly as that folder would be. A hub id the
+    cache does not hold is returned as it is (the run refuses it before writing anything)."""
     source = spec.source
     if source.startswith(("./", "../")):
         return str((protocol_dir / source).resolve())
     if source.startswith("package:"):
         return str(package_file(source))
-    return source
+    snapshot = cached_snapshot(source)
+    return str(snapshot) if snapshot is not None else source
+
+
+def is_hub_id(source: str) -> bool:
+    """``name`` or ``org/name`` that is no path on this machine (Hugging Face's repo id form)."""
+    return (
+        re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?", source) is not None
+        and not source.endswith(".gguf")
+        and not Path(source).exists()
+    )
+
+
+def cached_snapshot(source: str) -> Path | None:
+    """The snapshot folder of hub id ``source`` in the local Hugging Face cache (its ``main`` revision,
+    found through its ``config.json``), or None where it is not cached. Never touches the network."""
+    if not is_hub_id(source):
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(source, "config.json")
+    except Exception:  # no huggingface_hub, an invalid repo id, an unreadable cache
+        return None
+    return Path(cached).parent if isinstance(cached, str) else None
 
 
 def package_file(source: str) -> Path:
@@ -72,7 +100,7 @@ def actual_layers(spec: BaseModelSpec, protocol_dir: Path) -> int | None:
     """The decoder layer count of the base itself, read without loading it; None if it is not on this machine.
 
     A built-in base says it in its source; a local folder in its ``config.json``; a GGUF file in its metadata
-    (``<arch>.block_count``); a hub id in the config of the local Hugging Face cache.
+    (``<arch>.block_count``); a hub id in its snapshot folder of the local Hugging Face cache.
     """
     source = base_location(spec, protocol_dir)
     if source.startswith("builtin:"):
@@ -84,13 +112,6 @@ def actual_layers(spec: BaseModelSpec, protocol_dir: Path) -> int | None:
         return _config_layers(path / "config.json")
     if path.is_file() and path.suffix == ".gguf":
         return _gguf_layers(path)
-    if not path.exists() and not source.startswith(("/", ".")):
-        try:
-            from huggingface_hub import try_to_load_from_cache
-        except ImportError:
-            return None
-        cached = try_to_load_from_cache(source, "config.json")
-        return _config_layers(Path(cached)) if isinstance(cached, str) else None
     return None
 
 
