@@ -13,7 +13,7 @@ learns its rank from the environment (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``).
 * only rank 0 opens the ledger: it registers, records, gates and evaluates; it tells the
   other ranks what to do next (train a stage, load a checkpoint, finish) by broadcast.
 
-gloo on the CPU, NCCL on GPUs (rank r uses ``cuda:LOCAL_RANK``). Averaging the ranks'
+gloo on the CPU, NCCL on GPUs (rank r uses ``cuda:LOCAL_RANK``); the gradients travel in one bucket a step. Averaging the ranks'
 mean losses weights each slice equally, where one process weights each supervised cell:
 the loss curve matches a single-process run closely, not bit for bit.
 """
@@ -65,20 +65,33 @@ class World:
         return bool(tensor.item())
 
     def average_gradients(self, params: Iterable[torch.nn.Parameter]) -> None:
-        """Average every gradient over the ranks. A tensor no rank reached keeps ``grad None``
-        (the optimiser skips it, as in one process); one only some ranks reached counts zeros elsewhere."""
+        """Average every gradient over the ranks in one collective: the tensors' gradients flattened into one
+        fp32 bucket, headed by a flag per tensor (was it reached on this rank), as DDP's reducer buckets them.
+
+        A tensor no rank reached keeps ``grad None`` (the optimiser skips it, as in one process); one only
+        some ranks reached counts zeros elsewhere. bf16 gradients are summed in fp32 and written back."""
         if not self.parallel:
             return
         params = list(params)
-        reached = torch.tensor([p.grad is not None for p in params], dtype=torch.int64, device=_comm_device())
-        torch.distributed.all_reduce(reached)
-        for parameter, count in zip(params, reached.tolist()):
-            if count == 0:
-                continue
-            if parameter.grad is None:
-                parameter.grad = torch.zeros_like(parameter)
-            torch.distributed.all_reduce(parameter.grad)
-            parameter.grad /= self.size
+        if not params:
+            return
+        device = params[0].device
+        flags = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=device)
+        bucket = torch.cat(
+            [flags]
+            + [(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).to(torch.float32) for p in params]
+        )
+        torch.distributed.all_reduce(bucket)
+        counts = bucket[: len(params)].tolist()  # one copy to the host, after the collective
+        offset = len(params)
+        for parameter, count in zip(params, counts):
+            n = parameter.numel()
+            if count:
+                averaged = (bucket[offset : offset + n] / self.size).view_as(parameter)
+                if parameter.grad is None:
+                    parameter.grad = torch.empty_like(parameter)
+                parameter.grad.copy_(averaged)
+            offset += n
 
     def tell(self, message: Any) -> Any:
         """Rank 0 sends ``message`` to every rank; every rank returns it."""
@@ -95,18 +108,26 @@ class World:
 SINGLE = World()
 
 
-def world_from_env() -> World:
-    """The process's place in a ``torchrun`` launch (a one-rank world otherwise); joins the group."""
+def world_from_env(device_choice: str = "auto") -> World:
+    """The process's place in a ``torchrun`` launch (a one-rank world otherwise); joins the group, over the
+    backend the device calls for (``backend_for``)."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size <= 1:
         return SINGLE
     world = World(int(os.environ["RANK"]), size, int(os.environ.get("LOCAL_RANK", "0")))
     if not torch.distributed.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend = backend_for(device_choice, torch.cuda.is_available())
         if backend == "nccl":
             torch.cuda.set_device(world.local_rank)
         torch.distributed.init_process_group(backend=backend, timeout=WAIT)
     return world
+
+
+def backend_for(device_choice: str, cuda_available: bool) -> str:
+    """NCCL where every rank trains on a GPU of its own (``--device auto`` or ``cuda`` with CUDA present:
+    ``cuda:LOCAL_RANK``); gloo otherwise, ``--device cpu`` and a named GPU (``cuda:1``, which every rank
+    would share) included."""
+    return "nccl" if cuda_available and device_choice in ("auto", "cuda") else "gloo"
 
 
 def rank_device(world: World, choice: str) -> str:

@@ -134,7 +134,7 @@ class Runner(StageTraining):
         from ledger.store.objects import ArtifactStore, default_artifact_root
 
         # before anything is written: a missing GPU is bad input
-        self.world = world_from_env()
+        self.world = world_from_env(self.device_choice)
         self.device = resolve_device(rank_device(self.world, self.device_choice))
         self._ranks_released = False
         if self.world.parallel:
