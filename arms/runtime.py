@@ -25,6 +25,7 @@ from arms.device import free_memory_bytes, model_device
 from arms.readings import Reading, Tick, _tick
 from arms.recurrent_reading import RecurrentReading
 from arms.train.distributed import SINGLE, World
+from arms.train.first_update import FirstUpdate
 from arms.train.step import TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.reader.shared import Reader
@@ -156,18 +157,18 @@ class ArmRuntime:
         self.step_records = {}
         loss_value = math.nan
         schedule = stage.optimizer.schedule
+        self.first_update = FirstUpdate(optimizer)  # a first update that rounds away fails the stage
         for step in range(stage.steps):
             # the same seeded draw on every rank; each trains on its own slice of it
             batch = world.shard(draw_batch(rows, stage.batch_size, *seed_parts, step))
             if schedule is not None:
                 optimizer.set_lr_scale(schedule.scale(step, stage.steps))
-            loss_value = take_step(
-                optimizer,
-                functools.partial(self.loss, batch, stage, step),
-                trainable,
-                where=f"stage {stage.id}, step {step}: ",
-                world=world,
-            ).loss
+            where = f"stage {stage.id}, step {step}: "
+            taken = take_step(
+                optimizer, functools.partial(self.loss, batch, stage, step), trainable, where=where, world=world
+            )
+            self.first_update.after_step(taken.updated, where)
+            loss_value = taken.loss
             if step in self.step_records and world.parallel:  # every rank's tokens, not only this one's
                 record = self.step_records[step]
                 scale = world.mean(record["tokens"]) * world.size / max(record["tokens"], 1)

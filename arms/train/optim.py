@@ -208,6 +208,7 @@ class GroupedOptimizer:
         self.optimizers: dict[str, torch.optim.Optimizer] = dict(optimizers)
         self.kind = kind
         self.masters = masters
+        self.lr_scale = 1.0
         self._owner: dict[int, str] = {}
         for oname, opt in self.optimizers.items():
             for g in opt.param_groups:
@@ -219,6 +220,14 @@ class GroupedOptimizer:
     @property
     def param_groups(self) -> list[dict[str, Any]]:
         return [g for opt in self.optimizers.values() for g in opt.param_groups]
+
+    def stepped(self) -> dict[str, list[Tensor]]:
+        """The tensors the optimisers step, by group name (an fp32 master in place of a bf16 tensor)."""
+        tensors: dict[str, list[Tensor]] = {}
+        for opt in self.optimizers.values():
+            for g in opt.param_groups:
+                tensors.setdefault(g["name"], []).extend(g["params"])
+        return tensors
 
     @property
     def group_lrs(self) -> dict[str, float]:
@@ -254,6 +263,7 @@ class GroupedOptimizer:
             self.masters.zero_model_gradients(set_to_none)
 
     def set_lr_scale(self, scale: float) -> None:
+        self.lr_scale = scale  # where a schedule stands (1: the configured rates)
         for g in self.param_groups:
             g["lr"] = g["base_lr"] * scale
 

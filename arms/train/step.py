@@ -20,7 +20,9 @@ GRAD_CLIP = 1.0  # global gradient-norm clip of every stage
 
 
 class TrainingDiverged(RuntimeError):
-    """The loss stopped being finite: the stage failed."""
+    """The loss stopped being finite: the stage failed (its checkpoint fails the stop gate ``STAGE:gate``)."""
+
+    gate = "finite_loss"
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None) -> 
                 readings = read_rows(runtime, arm, protocol.manifest(gate.manifest), rows)
                 base = functools.partial(_base_correct, model, tokenizer, reader, rows)  # read if the gate asks
                 GATE_KINDS.implementation(gate.kind)(gate, GateInputs(rows, readings, base))
-            done.append(f"{arm.id} {stage.id}: {stage.objective}, one step")
+            done.append(f"{arm.id} {stage.id}: {stage.objective}, one step; {runtime.first_update.summary()}")
             if progress is not None:
                 progress(done[-1])
         for manifest_id in arm.evaluation.manifests:

@@ -78,7 +78,7 @@ class StageTraining(StageGates):
 
         rows, seed_parts = self.stage_inputs(arm, stage)
         log.info("arm %s stage %s: %s x %d steps", arm.id, stage.id, stage.objective, stage.steps)
-        diverged = None
+        diverged, failed_gate = None, "finite_loss"
         losses: list[float] = []
         span: dict[str, Any] = {"start": 0, "parent": parent}
 
@@ -121,7 +121,7 @@ class StageTraining(StageGates):
                     checkpoint=intermediate if stage.checkpoint_every else None,
                 )
             except TrainingDiverged as exc:
-                diverged = str(exc)
+                diverged, failed_gate = str(exc), exc.gate
         parent = str(span["parent"])
         # written to a temporary name, then moved to its content name (objects/sha256/ab/...)
         written = runtime.save(
@@ -132,10 +132,10 @@ class StageTraining(StageGates):
         if diverged:
             gates.append(
                 {
-                    "gate": f"{stage.id}:finite_loss",
+                    "gate": f"{stage.id}:{failed_gate}",
                     "passed": False,
                     "action": "stop",
-                    "metric": "loss",
+                    "metric": "loss" if failed_gate == "finite_loss" else "elements moved",
                     "detail": {"summary": diverged},
                 }
             )

@@ -127,3 +127,17 @@ def test_the_model_keeps_the_rounded_master_and_an_fp32_protocol_has_no_masters(
     assert all(p.grad is None and master.grad is None for p, master in optimizer.masters.pairs)
     fp32 = {"w": [torch.nn.Parameter(torch.ones(3))]}
     assert build_optimizer(fp32, lr=1e-3).masters is None
+
+
+def test_a_stage_whose_first_update_rounds_away_fails_and_the_dry_run_reports_the_share():
+    from arms.train.first_update import UpdatesVanished
+
+    arm = {**ARMS["full_block"], "stages": [{**STAGE, "objective": "intermediate", "optimizer": {"lr": 1e-12}}]}
+    protocol, runtime = _runtime(arm)
+    runtime.model.float()  # fp32, no masters: 1e-12 is far below the spacing of every weight
+    rows = generate_rule_chasing(surface="symbolic", depth_range=(2, 3), rows_per_depth=4, seed=2, split="train")
+    with pytest.raises(UpdatesVanished, match=r"the first update at the full rate moved under 50% .* in block"):
+        runtime.train_stage(protocol.arms[0].stages[0], rows, ("seed",))
+    protocol, runtime = _runtime(ARMS["full_block"])  # bf16 at the protocol's rate, through masters
+    runtime.train_stage(protocol.arms[0].stages[0], rows, ("seed",))
+    assert runtime.first_update.summary().startswith("the first update moved 100.0%-100.0% of the elements")
