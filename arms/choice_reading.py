@@ -33,10 +33,11 @@ class BaseView:
         self.symbol_ids = _symbol_ids(reader, self.device)
 
     def loop1_logits(self, rows: Sequence[Any]) -> torch.Tensor:
-        from arms.runtime import _on
+        from arms.runtime import _on, one_pass_logits
 
-        encoded = _on(self.reader.encode(rows, return_tensors="pt"), self.device)
-        return self.model(**encoded, logits_to_keep=1).logits[:, -1][:, self.symbol_ids]
+        return one_pass_logits(
+            self.model, _on(self.reader.encode(rows, return_tensors="pt"), self.device), self.symbol_ids
+        )
 
 
 def read_choices(

@@ -11,6 +11,9 @@ all of it but these few lines):
   on the CPU the implementation the model was built with (what the pins were measured on).
 * ``synchronize(device)`` -- wait for queued kernels, so a latency measures the work.
 * ``describe(device, dtype)`` -- what evidence and checkpoints record: device, its name, dtype.
+* ``deterministic_settings(device)`` -- on a GPU, torch's deterministic algorithms (warning where an
+  operation has none), cuDNN deterministic and not benchmarking, cuBLAS's fixed workspace; on the CPU
+  nothing (its kernels already reproduce a run bit for bit on one machine: ``docs/reproducibility.md``).
 
 Numerics (the seeds' practice): weights in the protocol's dtype (bf16 for the paper's
 bases); the reader's scores, margins and every loss are computed in fp32 from the
@@ -90,6 +93,21 @@ def _cpu_name() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine() or "cpu"
+
+
+def deterministic_settings(device: torch.device, environ: dict[str, str] | None = None) -> None:
+    """The settings that make a GPU run repeat itself where torch can: called before the first CUDA kernel
+    (cuBLAS reads its workspace variable when it starts). SDPA's fused backward kernels have no
+    deterministic variant: with ``warn_only`` torch says so once instead of refusing to train."""
+    if device.type != "cuda":
+        return
+    import os
+
+    env = os.environ if environ is None else environ
+    env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
 
 
 def describe(device: torch.device, dtype: torch.dtype | str) -> dict[str, Any]:

@@ -46,13 +46,16 @@ class RecurrentReading:
                 chunk = group[start : start + evaluation.batch_size]
                 with torch.inference_mode():
                     logits, halts = self._loop_readouts(chunk, loops)
+                    # one copy to the host per batch, not one per (row, loop) cell
+                    scores_by_cell = logits.float().cpu().numpy()
+                    halts_by_row = None if halts is None else halts.t().tolist()
                 for b, row in enumerate(chunk):
                     reads = {}
                     for loop in wanted:
                         target = row.path[loop] if loop <= row.depth and len(row.path) > loop else None
-                        scores = logits[loop - 1, b].float().cpu().numpy()
+                        scores = scores_by_cell[loop - 1, b]
                         reads[loop] = (self.reader.decode_scores(scores, row, target=target), target)
-                    exits = self._exit_details(reads, evaluation, None if halts is None else halts[:, b].tolist())
+                    exits = self._exit_details(reads, evaluation, None if halts_by_row is None else halts_by_row[b])
                     for loop, (read, target) in reads.items():
                         detail = dict(exits.get(loop, {}))
                         behavior = cell_behavior(row, loop, read.prediction)  # above the diagonal: persistence

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from arms.readings import Reading, Tick, _tick
 from arms.recurrent_reading import RecurrentReading
 from arms.train.distributed import SINGLE, World
 from arms.train.first_update import FirstUpdate
-from arms.train.step import TrainingDiverged, take_step
+from arms.train.step import StageLosses, TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.reader.shared import Reader
 from ledger.spec.arms import ARM_KINDS, BUDGETS, OBJECTIVES
@@ -99,6 +98,10 @@ class ArmRuntime:
         _tick(progress, len(rows))  # a sweep reports once, at its end
         return read
 
+    def compile_loop(self) -> tuple[bool, str]:
+        """Compile the looped block (``RecurrentLM.compile_block``); (compiled, why not). A one-pass arm has no loop."""
+        return False, ""
+
     # -- parameters and state
 
     def named_groups(self) -> dict[str, list[torch.nn.Parameter]]:
@@ -155,31 +158,28 @@ class ArmRuntime:
         )
         self.model.train()
         self.step_records = {}
-        loss_value = math.nan
         schedule = stage.optimizer.schedule
         self.first_update = FirstUpdate(optimizer)  # a first update that rounds away fails the stage
+        losses = StageLosses(progress, f"stage {stage.id}, ")  # copied to the host in batches
         for step in range(stage.steps):
             # the same seeded draw on every rank; each trains on its own slice of it
             batch = world.shard(draw_batch(rows, stage.batch_size, *seed_parts, step))
             if schedule is not None:
                 optimizer.set_lr_scale(schedule.scale(step, stage.steps))
-            where = f"stage {stage.id}, step {step}: "
-            taken = take_step(
-                optimizer, functools.partial(self.loss, batch, stage, step), trainable, where=where, world=world
-            )
-            self.first_update.after_step(taken.updated, where)
-            loss_value = taken.loss
+            taken = take_step(optimizer, functools.partial(self.loss, batch, stage, step), trainable, world=world)
+            self.first_update.after_step(taken.updated, f"stage {stage.id}, step {step}: ")
+            losses.add(step, taken.loss)
             if step in self.step_records and world.parallel:  # every rank's tokens, not only this one's
                 record = self.step_records[step]
                 scale = world.mean(record["tokens"]) * world.size / max(record["tokens"], 1)
                 record["tokens"], record["flops"] = round(record["tokens"] * scale), record["flops"] * scale
-            if progress is not None:
-                progress(step, loss_value)
             if checkpoint is not None and stage.checkpoint_every and (step + 1) % stage.checkpoint_every == 0:
                 if step + 1 < stage.steps:  # the stage's last step is the stage's own checkpoint
+                    losses.flush()
                     self.model.eval()
                     checkpoint(step + 1)
                     self.model.train()
+        loss_value = losses.flush()
         self.model.eval()
         return loss_value
 
@@ -195,6 +195,16 @@ class ArmRuntime:
 
 def _on(tensors: dict[str, Any], device: torch.device) -> dict[str, Any]:
     return {key: value.to(device) for key, value in tensors.items()}
+
+
+def one_pass_logits(model, encoded: dict[str, Any], symbol_ids: torch.Tensor) -> torch.Tensor:
+    """A one-pass model's symbol logits at the last column of a left-padded batch, at the positions a
+    retrofit's loop 1 reads (padding skipped, ``positions_from_mask``): a base and its arms are read alike,
+    bit for bit in any dtype, where positions shifted by the padding would differ by RoPE's rounding."""
+    from arms.model.recurrent import positions_from_mask
+
+    positions = positions_from_mask(encoded["attention_mask"])
+    return model(**encoded, position_ids=positions, logits_to_keep=1).logits[:, -1][:, symbol_ids]
 
 
 def _symbol_ids(reader: Reader, device: torch.device) -> torch.Tensor:
@@ -225,6 +235,25 @@ class RecurrentRuntime(RecurrentReading, ArmRuntime):
 
     def named_groups(self):
         return self.groups
+
+    def compile_loop(self) -> tuple[bool, str]:
+        """Compile the block's layers, then run one forward and backward through them on a two-row batch (a
+        compiler that cannot build its kernels fails here, not mid-stage); on failure the layers are restored."""
+        layers = self.model.surgery.decoder.layers
+        kept = {i: layers[i].__dict__.get("_compiled_call_impl") for i in self.model.surgery.block_idx}
+        try:
+            self.model.compile_block()
+            ids = torch.full((2, 4), int(self.symbol_ids[0]), device=self.device)
+            mask = torch.ones_like(ids)
+            mask[0, 0] = 0  # a padded row: the masked path the run takes
+            self.model(ids, mask, loops=2).float().sum().backward()
+        except Exception as exc:
+            for i, impl in kept.items():
+                layers[i]._compiled_call_impl = impl
+            return False, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        finally:
+            self.model.zero_grad(set_to_none=True)
+        return True, ""
 
     def _encode(self, rows):
         encoded = self.reader.encode(rows, return_tensors="pt")
@@ -276,9 +305,10 @@ class RecurrentRuntime(RecurrentReading, ArmRuntime):
         weight = (
             anneal_weight(step, stage.steps, stage.anneal_fraction) if "anneal_fraction" in objective.reads else None
         )
-        batch = make_recurrent_batch(rows, self.reader, device=self.device)
+        batch = make_recurrent_batch(rows, self.reader)  # on the host: the step's record reads it there
         # FLOPs by the seed's rule: each row runs its own depth, every iteration with gradient (stop_at_depth)
         tokens, depths = batch.attention_mask.sum(1).tolist(), batch.depths.tolist()
+        batch = batch.to(self.device)
         flops = sum(t * self.flops_per_token(d, d) for t, d in zip(tokens, depths))
         deepest = max(depths)
         self.record_step(
@@ -326,9 +356,9 @@ class DenseRuntime(ArmRuntime):
         return self.model(**_on(batch, self.device)).loss
 
     def loop1_logits(self, rows):
-        encoded = _on(self.reader.encode(rows, return_tensors="pt"), self.device)
-        out = self.model(**encoded, logits_to_keep=1).logits[:, -1]
-        return out[:, self.symbol_ids]
+        return one_pass_logits(
+            self.model, _on(self.reader.encode(rows, return_tensors="pt"), self.device), self.symbol_ids
+        )
 
     def evaluate(self, rows, evaluation, progress: Tick = None) -> list[Reading]:
         from arms.dense.generate import DenseArm

@@ -33,7 +33,7 @@ def flops_rule(runtime: Any):
 def text_loss(runtime: Any, rows, stage: Any, step: int) -> torch.Tensor:
     """The loss of one next-token step, with the step's record (``runtime.step_records[step]``)."""
     texts = [document_text(row, runtime.reader) for row in rows]
-    ids, mask = encode_documents(texts, runtime.tokenizer, stage.max_tokens, runtime.device)
+    ids, mask = encode_documents(texts, runtime.tokenizer, stage.max_tokens, "cpu")  # counted on the host
     loops, grad_loops, mean = 1, 1, 1.0
     generator = None
     if stage.recurrence is not None:
@@ -46,6 +46,7 @@ def text_loss(runtime: Any, rows, stage: Any, step: int) -> torch.Tensor:
         generator = torch.Generator(device=runtime.device).manual_seed(seed)
     tokens = int((mask[:, 1:] * mask[:, :-1]).sum())  # the positions the loss reads
     runtime.record_step(step, tokens, loops=loops, grad_loops=grad_loops, mean=mean)
+    ids, mask = ids.to(runtime.device), mask.to(runtime.device)
     return next_token_loss(runtime.model, ids, mask, loops=loops, no_grad_loops=loops - grad_loops, generator=generator)
 
 
@@ -67,8 +68,9 @@ def read_losses(runtime: Any, rows, evaluation: Any) -> list[Reading]:
         )
         swept = sweep_nats(runtime.model, ids, mask, loops)
         for loop, (nats, tokens) in sorted(swept.items()):
+            nats_of, tokens_of = nats.tolist(), tokens.tolist()  # one copy per loop, not one per row
             for b, row in enumerate(chunk):
-                detail = {"nats": float(nats[b]), "tokens": int(tokens[b])}
+                detail = {"nats": float(nats_of[b]), "tokens": int(tokens_of[b])}
                 readings.append(Reading(row.row_id, loop, None, None, detail=detail))
     return readings
 
@@ -84,9 +86,10 @@ def read_answers(runtime: Any, rows, evaluation: Any) -> list[Reading]:
                 logits = runtime.readouts(chunk, max(loops))  # [loops, batch, symbols]
             else:
                 logits = runtime.loop1_logits(chunk).unsqueeze(0)
+            scores_by_cell = logits.float().cpu().numpy()  # one copy per batch
         for b, row in enumerate(chunk):
             for loop in loops:
-                scores = logits[loop - 1, b].float().cpu().numpy()
+                scores = scores_by_cell[loop - 1, b]
                 read = runtime.reader.decode_scores(scores, row, target=row.answer)
                 readings.append(Reading(row.row_id, loop, read.prediction, read.correct, _finite(read.margin)))
     return readings

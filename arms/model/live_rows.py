@@ -65,11 +65,27 @@ def prompt_cacheable(ctx: Context, answer_positions: torch.Tensor, seq_len: int,
     return bool((answer_positions == seq_len - 1).all())
 
 
-def _rows(value, keep: torch.Tensor):
-    """`value` at the kept rows; a mask broadcast over the batch (first dimension 1) stays as it is."""
-    if value is None or value.shape[0] == 1:
-        return value
-    return value[keep]
+def host_depths(depths, batch: int) -> list[int] | None:
+    """Each row's depth as host integers (a tensor on a device costs one copy here, once per forward)."""
+    if depths is None:
+        return None
+    values = [int(d) for d in (depths.tolist() if isinstance(depths, torch.Tensor) else depths)]
+    if len(values) != batch:
+        raise ValueError(f"depths must have shape [{batch}], got ({len(values)},)")
+    if values and min(values) < 1:
+        raise ValueError("every depth must be >= 1")
+    return values
+
+
+def select_rows(ctx: Context, local: torch.Tensor) -> Context | None:
+    """The context of the rows ``local`` (positions in the batch ``ctx`` was built for): the same masks' and
+    rotary tables' rows, or None where a mask is not a tensor (it is then rebuilt for the rows)."""
+    if not all(mask is None or isinstance(mask, torch.Tensor) for mask in ctx.masks.values()):
+        return None
+    # a mask broadcast over the batch (first dimension 1) stays as it is
+    masks = {kind: m if m is None or m.shape[0] == 1 else m[local] for kind, m in ctx.masks.items()}
+    cos, sin = ctx.position_embeddings
+    return Context(masks, ctx.position_ids[local], (cos[local], sin[local]))
 
 
 def answer_context(ctx: Context) -> Context:
@@ -88,14 +104,27 @@ def drop_answer_entries(cache: Any, prompt_len: int) -> None:
 
 
 class _Rows:
-    """What both kinds of live rows share: the batch size, the live rows' batch indices, and `scatter`."""
+    """What both kinds of live rows share: the batch size, the rows' depths and the live rows (on the host,
+    so that deciding who stays never waits for the device), their batch indices on the device, and
+    `scatter`."""
 
-    def __init__(self, batch: int, depths: torch.Tensor | None, index: torch.Tensor):
-        self.batch, self.depths, self.index = batch, depths, index
+    def __init__(self, batch: int, depths: list[int] | None, live: list[int], index: torch.Tensor):
+        self.batch, self.depths, self.live, self.index = batch, depths, live, index
 
     @property
     def count(self) -> int:
-        return int(self.index.shape[0])
+        return len(self.live)
+
+    def _kept(self, t: int) -> torch.Tensor | None:
+        """The live rows of depth >= t, as positions among the live rows on the device (None: all stay)."""
+        if self.depths is None:
+            return None
+        keep = [i for i, row in enumerate(self.live) if self.depths[row] >= t]
+        if len(keep) == len(self.live):
+            return None
+        self.live = [self.live[i] for i in keep]
+        self.index = torch.tensor(self.live, dtype=torch.long, device=self.index.device)
+        return torch.tensor(keep, dtype=torch.long, device=self.index.device)
 
     def scatter(self, live_values: torch.Tensor) -> torch.Tensor:
         """A live-rows tensor back at full batch size, zeros for the finished rows (index_copy, so gradients
@@ -109,24 +138,17 @@ class _Rows:
 class LiveRows(_Rows):
     """The rows of a batch still inside their depth, for `RecurrentLM.forward(depths=...)`.
 
-    Without depths every row stays live and nothing is copied. With depths, at loop t
+    Without depths every row stays live and nothing is copied. With depths (host integers), at loop t
     the rows with depth < t are dropped from the running state (for good: depth only
-    falls behind t), the masks and rotary embeddings are rebuilt for the survivors,
+    falls behind t), the masks and rotary tables are cut to the survivors' rows,
     and `scatter` puts a live-rows tensor back at full batch size.
     """
 
     def __init__(self, model, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx):
         batch = rows.shape[0]
-        if depths is not None:
-            depths = torch.as_tensor(depths, device=rows.device).long()
-            if depths.shape != (batch,):
-                raise ValueError(f"depths must have shape [{batch}], got {tuple(depths.shape)}")
-            if batch and int(depths.min()) < 1:
-                raise ValueError("every depth must be >= 1")
-        super().__init__(batch, depths, rows)  # index: batch indices of the live rows
+        super().__init__(batch, host_depths(depths, batch), list(range(batch)), rows)
         self.model = model
         self.embeds, self.attention_mask, self.position_ids = embeds, attention_mask, position_ids
-        self.all_answer_positions = answer_positions
         self.answer_positions = answer_positions
         self.ctx = ctx
         self.local_rows = rows
@@ -134,18 +156,18 @@ class LiveRows(_Rows):
 
     def keep_until(self, t: int, state, prelude_out):
         """Drop the rows whose depth is below t; returns (state, prelude output) of the live rows."""
-        if self.depths is None:
-            return state, prelude_out
-        keep = self.depths[self.index] >= t
-        if not bool(keep.all()):
-            self.index = self.index[keep]
-            state = state[keep]
+        local = self._kept(t)
+        if local is not None:
+            state = state[local]
             idx = self.index
-            self.answer_positions = self.all_answer_positions[idx]
-            self.local_rows = torch.arange(idx.shape[0], device=idx.device)
+            self.answer_positions = self.answer_positions[local]
+            self.local_rows = self.local_rows[: len(self.live)]
             self.prelude_live = prelude_out[idx]  # indexed once per change of the live set, not every loop
-            if idx.shape[0]:
-                self.ctx = self.model._context(self.embeds[idx], self.attention_mask[idx], self.position_ids[idx])
+            if self.count:
+                ctx = select_rows(self.ctx, local)
+                if ctx is None:
+                    ctx = self.model._context(self.embeds[idx], self.attention_mask[idx], self.position_ids[idx])
+                self.ctx = ctx
         return state, self.prelude_live if self.count < self.batch else prelude_out
 
 
@@ -153,7 +175,7 @@ class AnswerRows(_Rows):
     """The answer position of the live rows, once the prompt sits in `cache` (states are [rows, 1, hidden])."""
 
     def __init__(self, live: LiveRows, prelude_live: torch.Tensor, cache: Any, prompt_len: int):
-        super().__init__(live.batch, live.depths, live.index)
+        super().__init__(live.batch, live.depths, live.live, live.index)
         self.prelude = prelude_live[:, -1:]
         self.ctx = answer_context(live.ctx)
         self.cache, self.prompt_len = cache, prompt_len
@@ -161,17 +183,14 @@ class AnswerRows(_Rows):
 
     def keep_until(self, t: int, state, prelude_out=None):
         """Drop the rows whose depth is below t from the state, the context and the cache."""
-        if self.depths is None:
-            return state, self.prelude
-        keep = self.depths[self.index] >= t
-        if not bool(keep.all()):
-            self.index = self.index[keep]
-            state, self.prelude = state[keep], self.prelude[keep]
-            masks = {kind: _rows(m, keep) for kind, m in self.ctx.masks.items()}
-            cos, sin = self.ctx.position_embeddings
-            self.ctx = Context(masks, self.ctx.position_ids[keep], (cos[keep], sin[keep]))
+        local = self._kept(t)
+        if local is not None:
+            state, self.prelude = state[local], self.prelude[local]
+            ctx = select_rows(self.ctx, local)
+            assert ctx is not None  # prompt_cacheable admits tensor masks only
+            self.ctx = ctx
             if self.count:
-                self.cache.batch_select_indices(keep.nonzero().squeeze(1))
+                self.cache.batch_select_indices(local)
         return state, self.prelude
 
     def end_loop(self) -> None:

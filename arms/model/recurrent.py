@@ -20,6 +20,7 @@ lm_head applied to that loop's state, at the answer position of each row.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Iterable
 from typing import Any, cast
@@ -46,6 +47,16 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """
     position_ids = attention_mask.long().cumsum(-1) - 1
     return position_ids.masked_fill(attention_mask == 0, 1)
+
+
+@functools.cache
+def _mask_signature() -> tuple[str, bool]:
+    """How ``create_causal_mask`` names its cache (``cache`` in transformers 5, ``past_key_values`` in 4.x)
+    and whether it wants ``cache_position`` (4.x): read once, not at every forward."""
+    from transformers import masking_utils
+
+    params = inspect.signature(masking_utils.create_causal_mask).parameters
+    return ("cache" if "cache" in params else "past_key_values"), "cache_position" in params
 
 
 def last_token_positions(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -140,6 +151,14 @@ class RecurrentLM(nn.Module):
         """The options that decide how loops run (everything but the surgery and the bridge module)."""
         return {"s0": self.s0, "s0_sigma": self.s0_sigma, "s0_seed": self.s0_seed, "reentry": self.reentry}
 
+    def compile_block(self) -> None:
+        """``torch.compile`` each of the block's layers, where the loop spends its time: the same computation
+        in fewer, fused kernels, dynamic in the batch and the length (rows leave as their depth passes).
+        The prelude and the coda run once a forward and stay as they are."""
+        layers = cast(nn.ModuleList, self.surgery.decoder.layers)
+        for i in self.surgery.block_idx:
+            layers[i].compile(dynamic=True)
+
     @property
     def design(self) -> str:
         return "M" if isinstance(self.bridge, ConcatAdapter) else "S"
@@ -156,11 +175,9 @@ class RecurrentLM(nn.Module):
             attention_mask=attention_mask,
             position_ids=position_ids,
         )
-        # transformers 5 names the cache `cache`; 4.x called it past_key_values and
-        # also wanted cache_position. No cache here either way.
-        params = inspect.signature(masking_utils.create_causal_mask).parameters
-        kwargs["cache" if "cache" in params else "past_key_values"] = None
-        if "cache_position" in params:
+        cache_name, wants_cache_position = _mask_signature()
+        kwargs[cache_name] = None
+        if wants_cache_position:
             kwargs["cache_position"] = torch.arange(embeds.shape[1], device=embeds.device)
         masks = {"full_attention": masking_utils.create_causal_mask(**kwargs)}
         if "sliding_attention" in (getattr(config, "layer_types", None) or ()):

@@ -57,6 +57,14 @@ class World:
         torch.distributed.all_reduce(tensor)
         return float(tensor.item()) / self.size
 
+    def average(self, value: torch.Tensor) -> torch.Tensor:
+        """The ranks' mean of a device scalar, as a device tensor (float64 across ranks): nothing waits."""
+        if not self.parallel:
+            return value
+        total = value.detach().to(torch.float64).reshape(1).clone()
+        torch.distributed.all_reduce(total)
+        return total[0] / self.size
+
     def any(self, flag: bool) -> bool:
         if not self.parallel:
             return flag

@@ -67,11 +67,16 @@ def _check_logits(per_loop_logits: Tensor) -> tuple[int, int, int]:
     return tuple(per_loop_logits.shape)  # type: ignore[return-value]
 
 
-def _as_long(x: Tensor | Sequence[int], device: torch.device, name: str) -> Tensor:
+def _as_long(x: Tensor | Sequence[int], device: torch.device | str, name: str) -> Tensor:
     t = torch.as_tensor(x, device=device)
     if t.dtype.is_floating_point or t.dtype == torch.bool:
         raise ValueError(f"{name} must be integer, got {t.dtype}")
     return t.long()
+
+
+# Labels (depths, targets, answers) are checked and turned into gather indices on the host, where a check
+# costs nothing; only the indices travel to the logits' device. Labels on a device are copied here once.
+HOST = "cpu"
 
 
 def _check_depths(depths: Tensor, loops: int, batch: int) -> None:
@@ -143,26 +148,27 @@ def intermediate_loss(
     per_loop_logits = _restrict(per_loop_logits, restrict_to)
     loops, batch, n_cls = _check_logits(per_loop_logits)
     device = per_loop_logits.device
-    depths_t = _as_long(depths, device, "depths")
+    depths_t = _as_long(depths, HOST, "depths")
     _check_depths(depths_t, loops, batch)
-    targets = _as_long(path_targets, device, "path_targets")
+    targets = _as_long(path_targets, HOST, "path_targets")
     if targets.ndim != 2 or targets.shape[0] != batch:
         raise ValueError(f"path_targets must be [batch, depth], got {tuple(targets.shape)}")
     if batch and targets.shape[1] < int(depths_t.max()):
         raise ValueError("path_targets has fewer columns than the largest depth")
     width = min(loops, targets.shape[1])
-    loop_idx = torch.arange(1, width + 1, device=device)  # [W]
+    loop_idx = torch.arange(1, width + 1)  # [W]
     active = loop_idx[:, None] <= depths_t[None, :]  # [W, B]
-    tgt = targets[:, :width].t()  # [W, B]
-    if bool(((tgt[active] < 0) | (tgt[active] >= n_cls)).any()):
+    tgt = targets[:, :width].t()[active]  # [N], the active cells in row-major order
+    if bool(((tgt < 0) | (tgt >= n_cls)).any()):
         raise ValueError("an active path target is outside [0, n_classes)")
+    if tgt.shape[0] == 0:
+        return per_loop_logits.sum() * 0.0
     # gather only the active cells: masked logits (even NaN/inf) never enter value or gradient
-    cells = per_loop_logits[:width][active]  # [N, V]
+    at_loop, at_row = (index.to(device) for index in active.nonzero(as_tuple=True))
+    cells = per_loop_logits[at_loop, at_row]  # [N, V]
     if cells.dtype in (torch.float16, torch.bfloat16):
         cells = cells.float()
-    if cells.shape[0] == 0:
-        return per_loop_logits.sum() * 0.0
-    return F.cross_entropy(cells, tgt[active], reduction="mean")
+    return F.cross_entropy(cells, tgt.to(device), reduction="mean")
 
 
 def outcome_loss(
@@ -179,17 +185,17 @@ def outcome_loss(
     per_loop_logits = _restrict(per_loop_logits, restrict_to)
     loops, batch, n_cls = _check_logits(per_loop_logits)
     device = per_loop_logits.device
-    depths_t = _as_long(depths, device, "depths")
+    depths_t = _as_long(depths, HOST, "depths")
     _check_depths(depths_t, loops, batch)
-    ans = _as_long(answers, device, "answers")
+    ans = _as_long(answers, HOST, "answers")
     if ans.shape != (batch,):
         raise ValueError(f"answers must have shape [{batch}], got {tuple(ans.shape)}")
     if bool(((ans < 0) | (ans >= n_cls)).any()):
         raise ValueError("an answer is outside [0, n_classes)")
-    final = per_loop_logits[depths_t - 1, torch.arange(batch, device=device)]  # [B, V]
+    final = per_loop_logits[(depths_t - 1).to(device), torch.arange(batch, device=device)]  # [B, V]
     if final.dtype in (torch.float16, torch.bfloat16):
         final = final.float()
-    return F.cross_entropy(final, ans, reduction="mean")
+    return F.cross_entropy(final, ans.to(device), reduction="mean")
 
 
 def anneal_weight(step: int, total_steps: int, ramp_fraction: float) -> float:

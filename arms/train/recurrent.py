@@ -102,13 +102,12 @@ class RecurrentBatch:
         return ForcedRecurrence().loops(self.depths)
 
     def to(self, device: torch.device | str) -> RecurrentBatch:
+        """The model's inputs on ``device``; the labels stay on the host, where the forward decides its live
+        rows and the losses their cells without waiting for the device (``arms.train.objectives``)."""
         return replace(
             self,
             input_ids=self.input_ids.to(device),
             attention_mask=self.attention_mask.to(device),
-            path_targets=self.path_targets.to(device),
-            depths=self.depths.to(device),
-            answers=self.answers.to(device),
             symbol_token_ids=self.symbol_token_ids.to(device),
         )
 
@@ -211,7 +210,7 @@ def symbol_readouts(
     passes instead of B x max(depth)."""
     loops = _resolve_loops(batch, loops)
     device = batch.input_ids.device
-    kwargs = {"depths": batch.depths.to(device)} if stop_at_depth else {}
+    kwargs = {"depths": batch.depths.tolist()} if stop_at_depth else {}  # host labels: no wait
     readouts = model(batch.input_ids, batch.attention_mask, loops=loops, no_grad_loops=no_grad_loops, **kwargs)
     return readouts.index_select(-1, batch.symbol_token_ids.to(device))
 

@@ -1,8 +1,13 @@
-"""The one training step every path takes: zero the gradients, compute the loss, refuse a
-non-finite one, back-propagate, clip the global gradient norm, update.
+"""The one training step every path takes: zero the gradients, compute the loss, back-propagate, clip the
+global gradient norm, update; and the stage's losses, brought to the host in batches.
 
 ``ArmRuntime.train_stage`` (what `ledger run` trains with) calls it for every step, and
 so do the tests of learning dynamics and the update audit: there is no second step.
+
+Nothing in a step waits for the device: the loss and the gradient norm stay device tensors (clipping
+scales by a device-side coefficient). ``StageLosses`` copies a stage's losses to the host every
+``LOSS_COPY_EVERY`` steps, before a checkpoint and at the stage's end, in one copy; a non-finite loss
+fails the stage there, naming its step (``TrainingDiverged``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import torch
 from arms.train.distributed import SINGLE, World
 
 GRAD_CLIP = 1.0  # global gradient-norm clip of every stage
+LOSS_COPY_EVERY = 10  # steps between copies of the losses to the host (each one waits for the device)
 
 
 class TrainingDiverged(RuntimeError):
@@ -27,8 +33,8 @@ class TrainingDiverged(RuntimeError):
 
 @dataclass(frozen=True)
 class Step:
-    loss: float
-    grad_norm: float | None  # before clipping; None when nothing was updated
+    loss: torch.Tensor  # the ranks' mean loss, detached, on the device
+    grad_norm: torch.Tensor | None  # before clipping, on the device; None when nothing was updated
     updated: bool
 
 
@@ -38,7 +44,6 @@ def take_step(
     params: Iterable[torch.nn.Parameter],
     *,
     grad_clip: float = GRAD_CLIP,
-    where: str = "",
     world: World = SINGLE,
 ) -> Step:
     """One optimiser step on ``loss_fn()``.
@@ -49,15 +54,41 @@ def take_step(
     optimizer.zero_grad()
     loss = loss_fn()
     # data-parallel: every rank sees the same mean loss and the same decision (arms/train/distributed.py)
-    value = world.mean(float(loss.detach()))
-    if not math.isfinite(value):
-        raise TrainingDiverged(f"{where}loss is {value}")
+    value = world.average(loss.detach())
     if not world.any(loss.requires_grad):
         return Step(value, None, False)
     params = list(params)
     if loss.requires_grad:
         loss.backward()
     world.average_gradients(params)
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(list(params), grad_clip))
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
     optimizer.step()
-    return Step(value, grad_norm, True)
+    return Step(value, grad_norm.detach(), True)
+
+
+class StageLosses:
+    """A stage's step losses, held on the device and handed to ``progress(step, loss)`` in batches."""
+
+    def __init__(self, progress: Callable[[int, float], None] | None, where: str, every: int = LOSS_COPY_EVERY):
+        self.progress, self.where, self.every = progress, where, every
+        self.pending: list[tuple[int, torch.Tensor]] = []
+        self.last = math.nan
+
+    def add(self, step: int, loss: torch.Tensor) -> None:
+        self.pending.append((step, loss))
+        if len(self.pending) >= self.every:
+            self.flush()
+
+    def flush(self) -> float:
+        """Copy the pending losses to the host (one copy); raise at the first non-finite one."""
+        if self.pending:
+            values = torch.stack([loss.double() for _, loss in self.pending]).tolist()
+            steps = [step for step, _ in self.pending]
+            self.pending = []
+            for step, value in zip(steps, values):
+                if not math.isfinite(value):
+                    raise TrainingDiverged(f"{self.where}step {step}: loss is {value}")
+                self.last = value
+                if self.progress is not None:
+                    self.progress(step, value)
+        return self.last

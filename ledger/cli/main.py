@@ -262,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
         "overrides the protocol's `device` (which is not part of its hash)",
     )
     run.add_argument(
+        "--compile",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="torch.compile the looped block's layers: auto (default) on a CUDA GPU, off on the CPU; a checkpoint "
+        "trained compiled records it (compiled_block) beside its device",
+    )
+    run.add_argument(
         "--artifacts",
         metavar="DIR",
         help="folder whose objects/sha256/ holds the checkpoint files (default: the SQLite ledger's folder, "

@@ -214,6 +214,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             arms=arms,
             progress=not args.no_progress,
             device=args.device,
+            compile_choice=args.compile,
             artifacts=args.artifacts,
             judge=not args.no_judge,
             also_db=ledgers_to_consult(args.protocol, args.also_db),  # with ledger-project.yaml's tuning ledgers
@@ -304,6 +305,7 @@ def _run_children(runner, args: argparse.Namespace) -> None:
             device=args.device,
             artifacts=args.artifacts,
             resume=args.resume,
+            compile_choice=args.compile,
             report=lambda line: out.print(line, markup=False),
             run_here=run_here,
             on_core_free=runner.warm,

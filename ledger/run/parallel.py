@@ -134,6 +134,7 @@ def run_parallel(
     device: str | None,
     artifacts: str | None,
     resume: bool,
+    compile_choice: str = "auto",
     report=print,
     run_here: Callable[[list[str], str | None, int], None] | None = None,
     on_core_free: Callable[[], None] | None = None,
@@ -163,6 +164,7 @@ def run_parallel(
         command += ["--device", child_device] if child_device else []
         command += ["--artifacts", artifacts] if artifacts else []
         command += ["--resume"] if resume else []
+        command += ["--compile", compile_choice] if compile_choice != "auto" else []
         log: IO[str] = open(out_dir / f"parallel-{k}.log", "w", encoding="utf-8")  # noqa: SIM115 - closed below
         env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
         children[k] = (log, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env))

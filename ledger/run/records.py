@@ -30,6 +30,8 @@ class RunRecords:
     store: Any
     objects: Any
     device: Any
+    compile_choice: str
+    compiled_arms: set[str]
     bases: dict
     readers: dict
     manifests: dict
@@ -44,7 +46,23 @@ class RunRecords:
         from arms.device import describe
 
         base = arm.removeprefix("base:") if arm.startswith("base:") else self.protocol.arm(arm).base
-        return describe(self.device, self.protocol.bases[base].dtype)
+        described = describe(self.device, self.protocol.bases[base].dtype)
+        if arm in self.compiled_arms:
+            described["compiled_block"] = True
+        return described
+
+    def compile_loop(self, arm: str, runtime: Any) -> None:
+        """``torch.compile`` the arm's looped block where ``--compile`` says (auto: on a CUDA GPU). A compiler
+        that fails its first forward and backward leaves the block as it was, said in the log."""
+        wanted = self.compile_choice == "on" or (self.compile_choice == "auto" and self.device.type == "cuda")
+        if not wanted:
+            return
+        compiled, failure = runtime.compile_loop()
+        if compiled:
+            self.compiled_arms.add(arm)
+            log.info("arm %s: the looped block runs compiled (torch.compile)", arm)
+        elif failure:
+            log.warning("arm %s: torch.compile failed (%s); the block runs uncompiled", arm, failure)
 
     def artifact(self, recorded: RecordedCheckpoint) -> Path:
         """The file of a recorded checkpoint, wherever the artifact roots hold it now."""

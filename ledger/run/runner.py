@@ -59,6 +59,7 @@ class Runner(StageTraining):
         arms: list[str] | None,
         progress: bool = True,
         device: str | None = None,
+        compile_choice: str = "auto",
         artifacts: str | Path | None = None,
         judge: bool = True,
         also_db: list[str] | None = None,
@@ -79,6 +80,8 @@ class Runner(StageTraining):
         self.resume = resume
         self.progress = progress
         self.device_choice = device or self.protocol.device  # the CLI's --device wins over the protocol's
+        self.compile_choice = compile_choice  # torch.compile of the looped block: auto (on a GPU), on, off
+        self.compiled_arms: set[str] = set()  # the arms whose block runs compiled (their checkpoints say so)
         self.artifacts = Path(artifacts) if artifacts else None
         self.judge = judge  # False: the arms only; a later pass judges the claims and writes the report
         # the judging pass after --parallel children: an arm a child hard-stopped is reported as stopped, not refused
@@ -127,7 +130,7 @@ class Runner(StageTraining):
     def run(self) -> RunResult | None:
         """The run's result (None on a data-parallel rank other than 0, which records nothing)."""
         check_bases_available(self.protocol, self.protocol_dir, self.arm_ids)
-        from arms.device import resolve_device
+        from arms.device import deterministic_settings, resolve_device
         from arms.train.distributed import leave, rank_device, world_from_env
         from ledger.audit.preregistration import register, registration_of
         from ledger.store import default_db_url, open_other_ledgers, open_store
@@ -136,6 +139,7 @@ class Runner(StageTraining):
         # before anything is written: a missing GPU is bad input
         self.world = world_from_env(self.device_choice)
         self.device = resolve_device(rank_device(self.world, self.device_choice))
+        deterministic_settings(self.device)  # recorded in each checkpoint's environment
         self._ranks_released = False
         if self.world.parallel:
             _check_shardable(self.protocol, self.arm_ids, self.world.size)
@@ -291,6 +295,7 @@ class Runner(StageTraining):
             raise RunRefused(f"arm {arm.id}: {exc}") from None
         run_id = self._ensure_run(arm.id, kind="arm")
         runtime = build_runtime(arm, base_model, tokenizer, self.readers[arm.base])
+        self.compile_loop(arm.id, runtime)
         if start_from is not None:
             runtime.load(self._told_load(self.artifact(start_from)))
         for stage in arm.stages:

@@ -87,3 +87,23 @@ def test_the_canonical_hash_does_not_depend_on_the_device_chosen() -> None:
     assert hashes == {plain.sha256}
     with pytest.raises(Exception, match="device"):
         parse_protocol(yaml.safe_dump({**document, "device": "gpu"}))
+
+
+def test_a_gpu_run_takes_the_deterministic_settings_and_the_cpu_keeps_its_own(monkeypatch) -> None:
+    from arms.device import deterministic_settings
+
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    environ: dict[str, str] = {}
+    deterministic_settings(torch.device("cpu"), environ)
+    assert not torch.are_deterministic_algorithms_enabled() and environ == {} and torch.backends.cudnn.benchmark
+    try:
+        deterministic_settings(torch.device("cuda", 0), environ)
+        assert torch.are_deterministic_algorithms_enabled() and torch.is_deterministic_algorithms_warn_only_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert environ == {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
+        environ["CUBLAS_WORKSPACE_CONFIG"] = ":16:8"  # a user's own setting is kept
+        deterministic_settings(torch.device("cuda", 0), environ)
+        assert environ == {"CUBLAS_WORKSPACE_CONFIG": ":16:8"}
+    finally:
+        torch.use_deterministic_algorithms(False)

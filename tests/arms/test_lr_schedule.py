@@ -73,6 +73,7 @@ def test_train_stage_moves_the_weights_by_the_scheduled_learning_rate():
             return {"w": [self.model.weight]}
 
         def loss(self, rows, stage, step):
+            trace.append(float(self.model.weight.detach()))  # the weight before this step
             return self.model.weight.sum()  # gradient 1 at every step
 
     stage = Stage.model_validate(
@@ -85,11 +86,10 @@ def test_train_stage_moves_the_weights_by_the_scheduled_learning_rate():
             "optimizer": {"lr": 0.01, "schedule": {"kind": "cosine", "warmup_steps": 3, "min_lr_ratio": 0.2}},
         }
     )
+    trace: list[float] = []
     runtime = Linear()
-    trace = [float(runtime.model.weight.detach())]
-    runtime.train_stage(
-        stage, [0, 1], ("test",), progress=lambda step, loss: trace.append(float(runtime.model.weight.detach()))
-    )
+    runtime.train_stage(stage, [0, 1], ("test",))
+    trace.append(float(runtime.model.weight.detach()))
     moves = [before - after for before, after in zip(trace, trace[1:])]
     expected = [0.01 * stage.optimizer.schedule.scale(step, 12) for step in range(12)]
     assert moves == pytest.approx(expected, rel=1e-3)
