@@ -1,4 +1,5 @@
-"""GPU check: the recurrent forward's cost, the adapter loop, loop-1 identity and a run end to end, on one GPU.
+"""GPU check: training as a run trains, the recurrent forward's cost, the adapter loop, loop-1 identity and a run
+end to end, on one GPU.
 
     bash bench/gpu_check.sh                          # on a CUDA machine: the whole check, < 8 min
     python bench/gpu_check.py --device cpu --small   # a dry run of every code path here (~1 min)
@@ -8,9 +9,14 @@ Needs only this repository (no hub, no internet): every model is a random-init
 Qwen2.5-0.5B-shaped Qwen2 (``arms.bases.loading.qwen25_05b_config``) and part 4 runs a
 protocol whose base is shipped under bases/ (or built in, with --small). Prints ONE table:
 
+0. train    -- arm A of Phase A (split bridge, whole block, intermediate supervision, AdamW at 1e-5) trained
+   through ``ArmRuntime.train_stage`` in bf16 on left-padded batches of depths 1-8, its block compiled on a GPU
+   as ``ledger run`` does: the step time, the peak memory of this process (the one that trains), host syncs
+   per step (``arms.host_syncs``; on CUDA torch's sync debug mode too) and the share the first update moved;
 1. forward  -- ``RecurrentLM`` cut at (6, 18) with a split bridge, bf16 (fp32 on the CPU unless
    --dtype), T = 1, 4, 8, 12: the latency of the final readout (prelude once, block T times, coda
-   once, norm + lm_head at the answer position) over the base's forward with ``logits_to_keep=1``,
+   once, norm + lm_head at the answer position: ``RecurrentLM.forward`` with ``read_at=[T]``, left-padded rows)
+   over the base's forward with ``logits_to_keep=1``,
    against (1+T)/2 (``inference_cost_ratio(24, 12, T)``), batch 1 and 32 x 128 tokens;
 2. adapter  -- ``AdapterRecurrentLM`` (LoRA rank 16) unmerged and merged (``use_merged_block``)
    over the full-block loop at T = 4, 8;
@@ -21,7 +27,7 @@ protocol whose base is shipped under bases/ (or built in, with --small). Prints 
    and ``ledger verify`` of the claims (reported as it exits: only arm A ran). On a GPU it runs
    after parts 1-3; on the CPU beside them (so a dry run takes ~40 s, not ~65 s).
 
-Parts 1-3 live in bench/gpu_check_parts.py; part 4, the table and the command line here.
+Parts 0-3 live in bench/gpu_check_parts.py; part 4, the table and the command line here.
 
 Latency: ``arms.device.synchronize`` before and after every call, warmups first, median of
 N repeats, round-robin over the variants of a part (as bench/loop_cost.py). A part that fails
@@ -101,7 +107,7 @@ def header(settings: Any, part_info: dict[str, dict], started: str) -> dict[str,
         "transformers": transformers.__version__,
         "peft": peft.__version__,
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-        "dtype": {"forward": dtype, "adapter": dtype, "identity": "float32"},
+        "dtype": {"train": "bfloat16", "forward": dtype, "adapter": dtype, "identity": "float32"},
         "lora_dtype": part_info.get("adapter", {}).get("data", {}).get("lora_dtype"),
         "model": {
             "layers": config.num_hidden_layers,
@@ -137,7 +143,7 @@ def header_lines(info: dict[str, Any]) -> list[str]:
         f"# gpu_check  {info['started']}  device {info['device']}: {info['device_name']}{memory}",
         f"# python {info['python']}  torch {info['torch']}  CUDA {info['cuda']}  cuDNN {info['cudnn']}  "
         f"transformers {info['transformers']}  peft {info['peft']}",
-        f"# dtype: forward + adapter {info['dtype']['forward']}{lora}, identity float32; "
+        f"# dtype: train bfloat16 (fp32 masters), forward + adapter {info['dtype']['forward']}{lora}, identity float32; "
         f"tf32 matmul {info['tf32_matmul']}; sdpa",
         f"# model: random-init Qwen2.5-0.5B shape{' (--small)' if info['small'] else ''}: {m['layers']} layers, "
         f"hidden {m['hidden']}, intermediate {m['intermediate']}, heads {m['heads']}/{m['kv_heads']} kv, vocab "
@@ -318,10 +324,28 @@ def run_part(name: str, fn, part_info: dict[str, dict], rows: list[dict], cuda: 
     )
 
 
+NEEDED = ("torch", "transformers", "peft", "safetensors", "yaml", "sqlalchemy")
+
+
+def missing_modules() -> list[str]:
+    import importlib.util
+
+    return [name for name in NEEDED if importlib.util.find_spec(name) is None]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     t0 = time.perf_counter()
     deadline = t0 + TIME_BUDGET_S
+    missing = missing_modules()
+    if missing:
+        print(
+            f"gpu_check: {sys.executable} lacks {', '.join(missing)}: install the lock with "
+            "`VENV=.venv-cuda bash requirements/install.sh --cuda` (a GPU) or `bash requirements/install.sh` (the CPU), "
+            "or run bench/gpu_check.sh, which picks or makes the environment",
+            file=sys.stderr,
+        )
+        return 2
     import torch
 
     from arms.device import DeviceUnavailable, resolve_device
@@ -333,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_check: no GPU: {exc}{hint}" if hint else f"gpu_check: {exc}", file=sys.stderr)
         return 2
 
-    from gpu_check_parts import Settings, part_adapter, part_forward, part_identity
+    from gpu_check_parts import Settings, part_adapter, part_forward, part_identity, part_train
 
     cuda = device.type == "cuda"
     if not cuda:
@@ -352,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if e2e is not None and not cuda:
             e2e.start()  # a CPU dry run: the ledger subprocess runs beside parts 1-3 (on a GPU: after them)
+        run_part("train", lambda: part_train(settings), part_info, rows, cuda)
         run_part("forward", lambda: part_forward(settings), part_info, rows, cuda)
         run_part("adapter", lambda: part_adapter(settings), part_info, rows, cuda)
         run_part("identity", lambda: part_identity(settings), part_info, rows, cuda)

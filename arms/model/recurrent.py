@@ -50,13 +50,14 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 @functools.cache
-def _mask_signature() -> tuple[str, bool]:
-    """How ``create_causal_mask`` names its cache (``cache`` in transformers 5, ``past_key_values`` in 4.x)
-    and whether it wants ``cache_position`` (4.x): read once, not at every forward."""
+def _mask_signature() -> tuple[str, bool, bool]:
+    """How ``create_causal_mask`` names its cache (``cache`` in transformers 5, ``past_key_values`` in 4.x),
+    whether it wants ``cache_position`` (4.x) and takes ``allow_is_causal_skip``: read once, not every forward."""
     from transformers import masking_utils
 
     params = inspect.signature(masking_utils.create_causal_mask).parameters
-    return ("cache" if "cache" in params else "past_key_values"), "cache_position" in params
+    cache = "cache" if "cache" in params else "past_key_values"
+    return cache, "cache_position" in params, "allow_is_causal_skip" in params
 
 
 def last_token_positions(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -175,10 +176,15 @@ class RecurrentLM(nn.Module):
             attention_mask=attention_mask,
             position_ids=position_ids,
         )
-        cache_name, wants_cache_position = _mask_signature()
+        cache_name, wants_cache_position, can_keep_mask = _mask_signature()
         kwargs[cache_name] = None
         if wants_cache_position:
             kwargs["cache_position"] = torch.arange(embeds.shape[1], device=embeds.device)
+        if can_keep_mask and torch.is_grad_enabled():
+            # SDPA's mask may be dropped for is_causal where no row is padded, which reads the mask on the host:
+            # a training step keeps it instead (no wait). Reading keeps the base's own rule, so that loop 1 reads
+            # as the base does bit for bit (the guardrail, the identity gate).
+            kwargs["allow_is_causal_skip"] = False
         masks = {"full_attention": masking_utils.create_causal_mask(**kwargs)}
         if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
             masks["sliding_attention"] = masking_utils.create_sliding_window_causal_mask(**kwargs)

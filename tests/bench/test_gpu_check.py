@@ -29,8 +29,14 @@ def test_cpu_dry_run_measures_every_part_and_passes(tmp_path):
     report = json.loads(report_file.read_text(encoding="utf-8"))
     assert report["exit_code"] == 0 and report["failed"] == []
     parts = report["parts"]
-    assert set(parts) == {"forward", "adapter", "identity", "e2e"}
+    assert set(parts) == {"train", "forward", "adapter", "identity", "e2e"}
     assert all(part["ok"] and part["error"] is None for part in parts.values()), parts
+
+    train = parts["train"]["data"]  # arm A's stage in bf16 through ArmRuntime.train_stage, padded batches
+    assert train["dtype"] == "bfloat16" and train["step_s"] > 0 and train["peak_rss_gib"] > 0
+    assert train["host_syncs_per_step"] <= 0.5, train["host_sync_sites"]  # one copy of the losses per 10 steps
+    assert train["first_update_moved"] and min(train["first_update_moved"].values()) >= 0.5
+    assert len(train["losses"]) == train["steps"]["timed"] and all(loss > 0 for loss in train["losses"])
 
     forward = parts["forward"]["data"]
     assert {(r["batch"], r["loops"]) for r in forward["ratios"]} == {(b, t) for b in (1, 4) for t in (1, 4, 8, 12)}
@@ -58,7 +64,7 @@ def test_cpu_dry_run_measures_every_part_and_passes(tmp_path):
     head = next(i for i, line in enumerate(lines) if line.startswith("part "))
     table = [line for line in lines[head + 2 :] if line.strip()][: len(report["rows"])]
     assert len({line.index(" | ") for line in [lines[head], *table]}) == 1
-    assert {"forward", "adapter", "identity", "e2e"} == {line.split()[0] for line in table}
+    assert {"train", "forward", "adapter", "identity", "e2e"} == {line.split()[0] for line in table}
     assert "device cpu" in done.stdout and f"torch {report['header']['torch']}" in done.stdout
 
 
@@ -74,3 +80,15 @@ def test_asking_for_cuda_without_a_gpu_is_one_line_and_exit_2():
     output = (done.stdout + done.stderr).strip()
     assert len(output.splitlines()) == 1 and "Traceback" not in output
     assert "no GPU" in output and "--device cpu --small" in output
+
+
+def test_a_python_without_the_libraries_is_told_what_to_install(monkeypatch, capsys):
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import gpu_check
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    monkeypatch.setattr(gpu_check, "NEEDED", ("torch", "no_such_module_here"))
+    assert gpu_check.main(["--device", "cpu", "--small"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "lacks no_such_module_here" in err and "requirements/install.sh" in err
