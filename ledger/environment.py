@@ -10,8 +10,9 @@ same thing in the same words: one line per difference, never a silent pass.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,17 @@ def environment_differences(
     if missing:
         lines.append(f"not {before_label}, so not compared: {', '.join(missing)}")
     return lines
+
+
+def recorded_environments(runs: Iterable[Mapping[str, Any]]) -> list[tuple[list[str], dict[str, Any]]]:
+    """``(run ids, environment)`` per distinct environment the ``runs`` rows recorded, in first-seen order
+    (an unreadable record reads as an empty one): what the report, the fingerprint and verify compare."""
+    grouped: dict[str, tuple[list[str], dict[str, Any]]] = {}
+    for run in runs:
+        try:
+            environment = json.loads(run.get("environment_json") or "{}")
+        except ValueError:
+            environment = {}
+        key = json.dumps(environment, sort_keys=True)
+        grouped.setdefault(key, ([], environment))[0].append(run["run_id"])
+    return list(grouped.values())

@@ -38,7 +38,7 @@ class FirstUpdate:
 
     def after_step(self, updated: bool, where: str = "") -> None:
         """Measure the first step that updated at the full rate (once a stage: one copy to the host)."""
-        if self.before is None or not updated or getattr(self.optimizer, "lr_scale", 1.0) < 1.0:
+        if self.before is None or not updated or self.optimizer.lr_scale < 1.0:
             return
         shares: dict[str, float] = {}
         vanished = []

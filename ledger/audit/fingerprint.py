@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ledger.environment import recorded_environments
 from ledger.store import Store
 
 FORMAT = "ledger-fingerprint/1"
@@ -66,14 +67,8 @@ def fingerprint(store: Store, protocols: list[str] | None = None) -> dict[str, A
         detail = outcome.detail()
         claims[claim_id] = {"outcome": outcome.outcome, "figures": detail.get("figures", {})}
     for name, entry in document["protocols"].items():
-        grouped: dict[str, dict[str, Any]] = {}
-        for run in runs:
-            if run_protocol[run["run_id"]] != name:
-                continue
-            environment = _json(run.get("environment_json"))
-            key = json.dumps(environment, sort_keys=True)
-            grouped.setdefault(key, {"runs": [], "environment": environment})["runs"].append(run["run_id"])
-        entry["environments"] = list(grouped.values())
+        own = [run for run in runs if run_protocol[run["run_id"]] == name]
+        entry["environments"] = [{"runs": ids, "environment": env} for ids, env in recorded_environments(own)]
     return document
 
 

@@ -13,7 +13,6 @@ the separate, explicit steps of ``ledger.audit.recording``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from ledger.audit.verdicts import (
     VerifyReport,
 )
 from ledger.canonical import canonical_json, sha256_hex
-from ledger.environment import environment_differences
+from ledger.environment import environment_differences, recorded_environments
 from ledger.judge.claim_files import evaluate_claims
 from ledger.judge.claims import ClaimResult
 from ledger.spec.claims import ClaimFile, claim_manifests, claim_subjects, load_claims, manifest_of
@@ -168,15 +167,8 @@ def recorded_environment_differences(store: Store, protocol_names: list[str], cu
     torch's CPU capability."""
     shas = {p.sha256 for name in dict.fromkeys(protocol_names) for p in store.protocols(name=name)}
     lines: list[str] = []
-    seen: set[str] = set()
-    for run in store.rows_of("runs"):
-        if run["protocol_sha256"] not in shas or run["environment_json"] in seen:
-            continue
-        seen.add(run["environment_json"])
-        try:
-            recorded = json.loads(run["environment_json"] or "{}")
-        except ValueError:
-            recorded = {}
+    runs = [run for run in store.rows_of("runs") if run["protocol_sha256"] in shas]
+    for _, recorded in recorded_environments(runs):
         for line in environment_differences(recorded, current, ignore=("threads", "interop_threads", "thread_env")):
             if line not in lines:
                 lines.append(line)

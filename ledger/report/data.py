@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.environment import recorded_environments
 from ledger.judge.stats import wilson_interval
 from ledger.store import Store
 from ledger.store.final_reading import choose_final
@@ -367,10 +368,5 @@ def resolve_protocol(
 
 def run_environments(store: Store, protocol_sha256s: tuple[str, ...]) -> list[tuple[list[str], dict]]:
     """``(run ids, environment)`` per distinct environment recorded by these protocols' runs."""
-    grouped: dict[str, tuple[list[str], dict]] = {}
-    for sha in protocol_sha256s:
-        for run in store.rows_of("runs", protocol_sha256=sha):
-            environment = json.loads(run["environment_json"] or "{}")
-            key = json.dumps(environment, sort_keys=True)
-            grouped.setdefault(key, ([], environment))[0].append(run["run_id"])
-    return list(grouped.values())
+    shas = set(protocol_sha256s)
+    return recorded_environments(run for run in store.rows_of("runs") if run["protocol_sha256"] in shas)

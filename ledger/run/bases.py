@@ -36,18 +36,11 @@ def check_bases_available(protocol: Protocol, protocol_dir: Path, arm_ids: list[
         source = base_location(spec, protocol_dir)
         if source.startswith("builtin:"):
             continue
-        if _looks_like_path(source) or Path(source).exists():
-            if not Path(source).exists():
-                raise BaseUnavailable(f"base {name!r}: local path {source} does not exist. {_how_to(spec.source)}")
+        if Path(source).exists():  # a local path, or a hub id base_location found in the cache
             continue
-        try:
-            from huggingface_hub import try_to_load_from_cache
-
-            cached = try_to_load_from_cache(source, "config.json")
-        except Exception:  # an invalid repo id, an unreadable cache
-            cached = None
-        if not isinstance(cached, str):
-            raise BaseUnavailable(f"base {name!r}: {_how_to(spec.source)}")
+        if _looks_like_path(source):
+            raise BaseUnavailable(f"base {name!r}: local path {source} does not exist. {_how_to(spec.source)}")
+        raise BaseUnavailable(f"base {name!r}: {_how_to(spec.source)}")  # a hub id the cache does not hold
 
 
 def load_protocol_base(spec, protocol_dir: Path):

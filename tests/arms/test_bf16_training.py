@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-import yaml
+from test_runtime_mapping import protocol_with
 
 from arms.bases.builtin import tiny_random_base
 from arms.runtime import build_runtime
@@ -19,7 +19,6 @@ from arms.train.step import take_step
 from ledger.reader.shared import Reader
 from ledger.rows.tasks import generate_rule_chasing
 from ledger.rows.tasks.alphabets import resolve_alphabet
-from ledger.spec.loader import parse_protocol
 
 pytestmark = pytest.mark.models
 
@@ -46,27 +45,7 @@ ARMS = {
 
 
 def _runtime(arm: dict):
-    document = {
-        "name": "bf16",
-        "version": 1,
-        "description": "d",
-        "seed": 1,
-        "bases": {"tiny": {"source": BASE, "dtype": "bfloat16"}},
-        "manifests": [
-            {
-                "id": role,
-                "role": role,
-                "generator": "rule_chasing",
-                "depths": [2, 3],
-                "rows_per_depth": n,
-                "seed": 1,
-                "split": split,
-            }
-            for role, n, split in (("train", 4, "train"), ("eval", 2, "test"))
-        ],
-        "arms": [{"id": "X", "base": "tiny", "evaluation": {"manifests": ["eval"]}, **arm}],
-    }
-    protocol = parse_protocol(yaml.safe_dump(document))
+    protocol = protocol_with(arm, base=BASE, dtype="bfloat16", depths=(2, 3), whole_arm=True)
     model, tokenizer = tiny_random_base(BASE)
     model = model.to(torch.bfloat16)
     reader = Reader(list(resolve_alphabet("N16")), tokenizer=tokenizer)

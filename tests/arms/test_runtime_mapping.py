@@ -23,53 +23,46 @@ from ledger.spec.loader import parse_protocol
 BASE = "builtin:tiny-qwen2?hidden=16&layers=4&heads=2&kv_heads=1&intermediate=32"
 
 
-def protocol_with(arm: dict):
+def protocol_with(arm: dict, *, base: str = BASE, dtype: str = "float32", depths=(1, 2), whole_arm: bool = False):
+    """A one-arm protocol on a built-in tiny base: ``arm`` over a recurrent arm with one intermediate stage
+    (or, ``whole_arm``, the arm itself but its id, base and evaluation)."""
+    defaults = (
+        {}
+        if whole_arm
+        else {
+            "kind": "recurrent",
+            "surgery": {"split": [1, 3]},
+            "stages": [
+                {
+                    "id": "s",
+                    "objective": "intermediate",
+                    "manifest": "train",
+                    "steps": 2,
+                    "batch_size": 2,
+                    "optimizer": {"lr": 0.01},
+                }
+            ],
+        }
+    )
     document = {
         "name": "mapping",
         "version": 1,
         "description": "d",
         "seed": 1,
-        "bases": {"tiny": {"source": BASE, "dtype": "float32"}},
+        "bases": {"tiny": {"source": base, "dtype": dtype}},
         "manifests": [
             {
-                "id": "train",
-                "role": "train",
+                "id": role,
+                "role": role,
                 "generator": "rule_chasing",
-                "depths": [1, 2],
-                "rows_per_depth": 4,
+                "depths": list(depths),
+                "rows_per_depth": n,
                 "seed": 1,
-                "split": "train",
-            },
-            {
-                "id": "eval",
-                "role": "eval",
-                "generator": "rule_chasing",
-                "depths": [1, 2],
-                "rows_per_depth": 2,
-                "seed": 1,
-                "split": "test",
-            },
-        ],
-        "arms": [
-            {
-                "id": "X",
-                "kind": "recurrent",
-                "base": "tiny",
-                "surgery": {"split": [1, 3]},
-                "stages": [
-                    {
-                        "id": "s",
-                        "objective": "intermediate",
-                        "manifest": "train",
-                        "steps": 2,
-                        "batch_size": 2,
-                        "optimizer": {"lr": 0.01},
-                    }
-                ],
-                "evaluation": {"manifests": ["eval"]},
-                **arm,
+                "split": split,
             }
+            for role, n, split in (("train", 4, "train"), ("eval", 2, "test"))
         ],
+        "arms": [{"id": "X", "base": "tiny", "evaluation": {"manifests": ["eval"]}, **defaults, **arm}],
     }
     return parse_protocol(yaml.safe_dump(document))
 
