@@ -8,6 +8,7 @@ model hub). The model is built on the meta device: nothing is allocated.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,7 @@ class RetrofitCounts:
     per_iteration: int  # block + bridge: applied at every iteration
     # (backprop depth s, {T: (6 N1 + 2 N2) per token at T iterations}); s None: every iteration has gradient (s = T)
     training_flops: tuple[tuple[int | None, dict[int, float]], ...]
+    note: str = ""  # how to read these counts (printed once under the FLOPs table)
 
 
 @dataclass
@@ -75,7 +77,8 @@ class ArmParams:
     detail: str
     cost_by_loops: dict[int, float]
     base_flops_per_token: float = 0.0  # 6 N of the fixed-depth base (N without embeddings)
-    retrofit: RetrofitCounts | None = None  # recurrent arms only
+    retrofit: RetrofitCounts | None = None  # arms with a retrofit (a looped block)
+    cost_note: str = ""  # how to read the cost columns (printed after the table, after the arms it concerns)
 
 
 def backprop_depths(arm) -> tuple[int | None, ...]:
@@ -118,7 +121,6 @@ def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[Ar
     A base `source` written relative to the protocol file ("../bases/...") resolves
     against `protocol_dir` (the file's folder), as `ledger run` resolves it.
     """
-    from arms.model.recurrent import RecurrentLM
     from ledger.spec.bases import base_location
 
     models = {}
@@ -128,25 +130,44 @@ def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[Ar
         if arm.base not in models:
             source = base_location(spec, Path(protocol_dir or "."))
             models[arm.base] = meta_model(base_config(source))
-        model = models[arm.base]
-        unique = count_parameters(model)
-        non_embedding = count_parameters(model, exclude_embeddings=True)
-        six_n = fixed_depth_flops_per_token(model)
-        if not ARM_KINDS[arm.kind].every_loop:  # a dense arm fine-tunes every tensor
-            results.append(
-                ArmParams(arm.id, arm.kind, arm.base, unique, non_embedding, unique, "full fine-tune", {}, six_n)
-            )
-            continue
-        with torch.device("meta"):
-            recurrent = RecurrentLM.from_spec(model, arm)
-        cost = {t: surgery_cost_ratio(recurrent.surgery, t) for t in loops}
-        count = BUDGETS.resolve(arm.budget.kind, "counter")
-        trainable, detail = count(recurrent.surgery, recurrent.bridge, arm.budget)
-        if arm.halting_head is not None:  # a linear probe of the state: hidden weights and a bias
-            trainable += int(model.config.hidden_size) + 1
-            detail = f"{detail} + halting head"
-        retrofit = retrofit_counts(non_embedding, recurrent, loops, backprop_depths(arm))
-        results.append(
-            ArmParams(arm.id, arm.kind, arm.base, unique, non_embedding, trainable, detail, cost, six_n, retrofit)
-        )
+        results.append(ARM_KINDS.resolve(arm.kind, "counter")(arm, models[arm.base], loops))
     return results
+
+
+def dense_params(arm, model, loops) -> ArmParams:
+    """A dense arm's row: it fine-tunes every tensor of its base, at the base's cost."""
+    unique = count_parameters(model)
+    non_embedding = count_parameters(model, exclude_embeddings=True)
+    six_n = fixed_depth_flops_per_token(model)
+    return ArmParams(arm.id, arm.kind, arm.base, unique, non_embedding, unique, "full fine-tune", {}, six_n)
+
+
+def recurrent_params(arm, model, loops) -> ArmParams:
+    """A recurrent arm's row: its budget's trainable tensors (and a halting head), its cost at each loop count,
+    and what the retrofit keeps of the base with its training FLOPs."""
+    from arms.model.recurrent import RecurrentLM
+
+    unique = count_parameters(model)
+    non_embedding = count_parameters(model, exclude_embeddings=True)
+    six_n = fixed_depth_flops_per_token(model)
+    with torch.device("meta"):
+        recurrent = RecurrentLM.from_spec(model, arm)
+    cost = {t: surgery_cost_ratio(recurrent.surgery, t) for t in loops}
+    count = BUDGETS.resolve(arm.budget.kind, "counter")
+    trainable, detail = count(recurrent.surgery, recurrent.bridge, arm.budget)
+    if arm.halting() is not None:  # a linear probe of the state: hidden weights and a bias
+        trainable += int(model.config.hidden_size) + 1
+        detail = f"{detail} + halting head"
+    retrofit = retrofit_counts(non_embedding, recurrent, loops, backprop_depths(arm))
+    if recurrent.bridge is not None and recurrent.design == "S":
+        retrofit = dataclasses.replace(retrofit, note=SPLIT_BRIDGE_NOTE)
+    note = ANSWER_ONLY_NOTE if recurrent.reentry == "answer" else ""
+    return ArmParams(arm.id, arm.kind, arm.base, unique, non_embedding, trainable, detail, cost, six_n, retrofit, note)
+
+
+ANSWER_ONLY_NOTE = (
+    "answer-only re-entry. The cost columns count every position looping (what `ledger run` computes); their "
+    "prompt positions compute the same values at every loop, so with a cache the prompt costs 1.00x and only the "
+    "answer position pays for the loops."
+)
+SPLIT_BRIDGE_NOTE = "Split bridges (design S) do not run at loop 1: their counts apply the bridge at every iteration."

@@ -71,10 +71,27 @@ class ArmRuntime:
 
     def flops_per_token(self, loops: int, grad_loops: int) -> float:
         if self._flops_rule is None:
-            from arms.runtime_language import flops_rule
-
-            self._flops_rule = flops_rule(self)
+            self._flops_rule = self.flops_rule()
         return self._flops_rule(loops, grad_loops)
+
+    def flops_rule(self) -> Callable[[int, int], float]:
+        """(loops, loops with gradient) -> training FLOPs per token by the seed's rule: a one-pass model's 6 N."""
+        from arms.model.flops import fixed_depth_flops_per_token
+
+        per_token = fixed_depth_flops_per_token(self.model)
+        return lambda loops, grad_loops: per_token
+
+    def sequence_model(self) -> Any:
+        """The model as the next-token loss and the sweep read it (``sequence_logits``: {loop: logits})."""
+        from arms.train.language import OnePass
+
+        return OnePass(self.model)
+
+    def readouts(self, rows, loops: int, read_at=None) -> torch.Tensor:
+        """[loops, batch, n_symbols]: each loop's readout at the answer position; a one-pass model has loop 1."""
+        if loops != 1:
+            raise ValueError(f"a one-pass arm is read at loop 1, not {loops}")
+        return self.loop1_logits(rows).unsqueeze(0)
 
     def record_step(
         self, step: int, tokens: int, *, loops: int = 1, grad_loops: int = 1, mean: float = 1.0, flops=None
@@ -224,10 +241,10 @@ class RecurrentRuntime(RecurrentReading, ArmRuntime):
         model = RecurrentLM.from_spec(base_model, arm)
         apply_budget = BUDGETS.implementation(arm.budget.kind)
         model, groups = apply_budget(model, arm.budget, derived_seed(arm.id, "lora-init"))
-        if arm.halting_head is not None:  # choosing depth: a head the halting stages train on the frozen block
+        if arm.halting() is not None:  # choosing depth: a head the halting stages train on the frozen block
             from arms.train.halting import attach_head
 
-            groups = {**groups, "halting_head": attach_head(model, arm.halting_head, derived_seed(arm.id, "halting"))}
+            groups = {**groups, "halting_head": attach_head(model, arm.halting(), derived_seed(arm.id, "halting"))}
         super().__init__(model, tokenizer, reader)
         self.arm = arm
         self.symbol_ids = _symbol_ids(reader, self.device)
@@ -235,6 +252,14 @@ class RecurrentRuntime(RecurrentReading, ArmRuntime):
 
     def named_groups(self):
         return self.groups
+
+    def flops_rule(self) -> Callable[[int, int], float]:
+        from arms.model.flops import recurrent_counts
+
+        return recurrent_counts(self.model.surgery, self.model.bridge).flops_per_token
+
+    def sequence_model(self) -> Any:
+        return self.model
 
     def compile_loop(self) -> tuple[bool, str]:
         """Compile the block's layers, then run one forward and backward through them on a two-row batch (a

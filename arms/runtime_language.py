@@ -14,20 +14,10 @@ from typing import Any
 
 import torch
 
-from arms.model.flops import fixed_depth_flops_per_token, recurrent_counts
 from arms.readings import Reading, _finite
 from arms.runtime import derived_seed
 from arms.train.language import document_text, encode_documents, next_token_loss, sweep_nats
 from arms.train.recurrence import stage_recurrence
-
-
-def flops_rule(runtime: Any):
-    """A function (loops, grad_loops) -> training FLOPs per token for this arm's model."""
-    model = runtime.model
-    if hasattr(model, "surgery"):
-        return recurrent_counts(model.surgery, model.bridge).flops_per_token
-    per_token = fixed_depth_flops_per_token(model)
-    return lambda loops, grad_loops: per_token
 
 
 def text_loss(runtime: Any, rows, stage: Any, step: int) -> torch.Tensor:
@@ -47,26 +37,20 @@ def text_loss(runtime: Any, rows, stage: Any, step: int) -> torch.Tensor:
     tokens = int((mask[:, 1:] * mask[:, :-1]).sum())  # the positions the loss reads
     runtime.record_step(step, tokens, loops=loops, grad_loops=grad_loops, mean=mean)
     ids, mask = ids.to(runtime.device), mask.to(runtime.device)
-    return next_token_loss(runtime.model, ids, mask, loops=loops, no_grad_loops=loops - grad_loops, generator=generator)
-
-
-def sweep_loops(runtime: Any, evaluation: Any) -> list[int]:
-    """The test recurrences an arm is read at: its evaluation loops, or 1 for a one-pass model."""
-    if hasattr(runtime.model, "surgery") and evaluation.loops != "forced":
-        return sorted(set(evaluation.loops))
-    return [1]
+    model = runtime.sequence_model()
+    return next_token_loss(model, ids, mask, loops=loops, no_grad_loops=loops - grad_loops, generator=generator)
 
 
 def read_losses(runtime: Any, rows, evaluation: Any) -> list[Reading]:
     """Text rows: nats and tokens of each document at every test recurrence (readings without an answer)."""
-    loops = sweep_loops(runtime, evaluation)
+    loops = runtime.arm.test_recurrences()
     readings = []
     for start in range(0, len(rows), evaluation.batch_size):
         chunk = rows[start : start + evaluation.batch_size]
         ids, mask = encode_documents(
             [row.prompt for row in chunk], runtime.tokenizer, evaluation.max_tokens, runtime.device
         )
-        swept = sweep_nats(runtime.model, ids, mask, loops)
+        swept = sweep_nats(runtime.sequence_model(), ids, mask, loops)
         for loop, (nats, tokens) in sorted(swept.items()):
             nats_of, tokens_of = nats.tolist(), tokens.tolist()  # one copy per loop, not one per row
             for b, row in enumerate(chunk):
@@ -77,15 +61,12 @@ def read_losses(runtime: Any, rows, evaluation: Any) -> list[Reading]:
 
 def read_answers(runtime: Any, rows, evaluation: Any) -> list[Reading]:
     """Question rows read against their answer at every test recurrence, by the shared reader."""
-    loops = sweep_loops(runtime, evaluation)
+    loops = runtime.arm.test_recurrences()
     readings = []
     for start in range(0, len(rows), evaluation.batch_size):
         chunk = rows[start : start + evaluation.batch_size]
         with torch.inference_mode():
-            if hasattr(runtime.model, "surgery"):
-                logits = runtime.readouts(chunk, max(loops))  # [loops, batch, symbols]
-            else:
-                logits = runtime.loop1_logits(chunk).unsqueeze(0)
+            logits = runtime.readouts(chunk, max(loops))  # [loops, batch, symbols]
             scores_by_cell = logits.float().cpu().numpy()  # one copy per batch
         for b, row in enumerate(chunk):
             for loop in loops:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import difflib
 import importlib
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from pydantic_core import core_schema
 
 
 class UnknownKind(KeyError):
@@ -48,12 +50,29 @@ class Registry(Generic[K]):
         self.point = point
         self._kinds: dict[str, K] = {}
         self._loaded: dict[str, Any] = {}
+        self._on_change: list[Callable[[], None]] = []
 
     def add(self, kind: K) -> K:
         if kind.name in self._kinds:
             raise ValueError(f"{self.point} {kind.name!r} is registered twice")
         self._kinds[kind.name] = kind
+        self._changed()
         return kind
+
+    def remove(self, name: str) -> K:
+        """Take a kind out again (a kind a test or a plugin registered for a while)."""
+        kind = self._kinds.pop(name)
+        self._loaded = {key: value for key, value in self._loaded.items() if not key.startswith(f"{name}:")}
+        self._changed()
+        return kind
+
+    def on_change(self, rebuild: Callable[[], None]) -> None:
+        """Call ``rebuild`` whenever a kind is added or removed (a model whose union reads this registry)."""
+        self._on_change.append(rebuild)
+
+    def _changed(self) -> None:
+        for rebuild in self._on_change:
+            rebuild()
 
     def __getitem__(self, name: str) -> K:
         try:
@@ -90,6 +109,21 @@ class Registry(Generic[K]):
             module, _, target = getattr(self[name], attribute).partition(":")
             self._loaded[key] = getattr(importlib.import_module(module), target)
         return self._loaded[key]
+
+
+class KindUnion:
+    """A field's type as the union of every spec this registry holds, told apart by ``discriminator``:
+    ``Annotated[ArmSpec, KindUnion(ARM_KINDS)]``. The union is built from the registry when the model's schema
+    is built, and again when a kind is added (``Registry.on_change``), so a kind registered by a plugin or a
+    test is validated, serialised and published in the JSON schema like the built-in ones."""
+
+    def __init__(self, registry: Registry[Any], discriminator: str = "kind"):
+        self.registry = registry
+        self.discriminator = discriminator
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        choices = {kind.name: handler.generate_schema(kind.spec) for kind in self.registry}
+        return core_schema.tagged_union_schema(choices, discriminator=self.discriminator)
 
 
 def check_union(registry: Registry[Any], annotated: Any) -> None:

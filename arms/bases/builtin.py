@@ -21,10 +21,6 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
 _WORD = re.compile(r"\w+|[^\w\s]+")
 
 
-def is_builtin(source: str) -> bool:
-    return source.startswith("builtin:")
-
-
 @lru_cache(maxsize=1)
 def vocabulary(numerals: int = 1000) -> tuple[str, ...]:
     """Every token the generators can emit, in a fixed order (specials first).

@@ -182,14 +182,6 @@ class DenseArm:
         self.reader = reader
         self.mode = mode
 
-    # -- accounting -------------------------------------------------------------------
-
-    def trainable_parameters(self) -> int:
-        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-
-    def total_parameters(self) -> int:
-        return sum(p.numel() for p in self.model.parameters())
-
     # -- generation -------------------------------------------------------------------
 
     @property

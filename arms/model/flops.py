@@ -37,10 +37,6 @@ class RecurrentCounts:
         n2 = no_grad * self.per_iteration
         return 6.0 * n1 + 2.0 * n2
 
-    def inference_flops_per_token(self, recurrences: int) -> float:
-        """``2 N`` of one forward at ``recurrences`` iterations (the cost of a test recurrence)."""
-        return 2.0 * (self.once + recurrences * self.per_iteration)
-
 
 def recurrent_counts(surgery: Any, bridge: nn.Module | None, block_extra: nn.Module | None = None) -> RecurrentCounts:
     """The counts of a cut model: ``surgery`` (``arms.model.surgery.Surgery``), its bridge or adapter, and any

@@ -144,9 +144,9 @@ class RecurrentLM(nn.Module):
 
     @classmethod
     def from_spec(cls, model: nn.Module, arm: Any) -> RecurrentLM:
-        """The one protocol-to-model mapping: a recurrent arm spec's surgery and bridge options, as declared
-        by the spec models themselves (``model_options``), reach ``build`` unchanged."""
-        return cls.build(model, **arm.surgery.model_options(), **arm.bridge.model_options())
+        """The one protocol-to-model mapping: an arm spec's surgery and bridge options, as the spec models
+        declare them (``model_options``), reach ``build`` unchanged."""
+        return cls.build(model, **arm.model_options())
 
     def loop_options(self) -> dict[str, Any]:
         """The options that decide how loops run (everything but the surgery and the bridge module)."""

@@ -1,1 +1,1 @@
-"""Training: objectives, the recurrence schedule, the recurrent training step, optimisers and their audits."""
+"""Training: objectives, the recurrence schedule, the recurrent training step and optimisers."""

@@ -126,7 +126,7 @@ def halting_stage_loss(runtime, rows, stage, step: int) -> Tensor:
     from arms.train.recurrent import make_recurrent_batch
     from ledger.spec.arms import OBJECTIVES
 
-    spec = runtime.arm.halting_head
+    spec = runtime.arm.halting()
     loops = spec.max_loops
     batch = make_recurrent_batch(rows, runtime.reader, device=runtime.device)
     deepest = int(batch.depths.max())

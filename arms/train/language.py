@@ -10,7 +10,7 @@ cross-entropy in nats over every real next-token position, in fp32 whatever the 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -46,16 +46,24 @@ def token_nats(logits: Tensor, input_ids: Tensor, attention_mask: Tensor) -> tup
     return (nats * real.to(wide)).sum(1), real.sum(1)
 
 
-def _logits_by_loop(model: nn.Module, ids, mask, loops: int, read_at, no_grad_loops: int, generator):
-    if hasattr(model, "sequence_logits"):  # a RecurrentLM
-        return cast(Any, model).sequence_logits(
-            ids, mask, loops, read_at=read_at, no_grad_loops=no_grad_loops, generator=generator
-        )
-    return {1: model(input_ids=ids, attention_mask=mask).logits}  # a fixed-depth model: one pass
+class OnePass:
+    """A fixed-depth model read as the one loop it has: ``sequence_logits`` as ``RecurrentLM`` offers it, so the
+    next-token loss and the sweep read both alike."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+
+    def sequence_logits(self, ids, mask, loops: int, *, read_at=None, no_grad_loops: int = 0, generator=None):
+        return {1: self.model(input_ids=ids, attention_mask=mask).logits}
+
+
+def _logits_by_loop(model: Any, ids, mask, loops: int, read_at, no_grad_loops: int, generator):
+    """{loop: logits}: a ``RecurrentLM`` at its loops, or a one-pass model wrapped in ``OnePass``."""
+    return model.sequence_logits(ids, mask, loops, read_at=read_at, no_grad_loops=no_grad_loops, generator=generator)
 
 
 def next_token_loss(
-    model: nn.Module,
+    model: Any,
     input_ids: Tensor,
     attention_mask: Tensor,
     *,
@@ -70,7 +78,7 @@ def next_token_loss(
 
 
 @torch.no_grad()
-def sweep_nats(model: nn.Module, input_ids: Tensor, attention_mask: Tensor, loops: Sequence[int]):
+def sweep_nats(model: Any, input_ids: Tensor, attention_mask: Tensor, loops: Sequence[int]):
     """{test recurrence: (nats [B], tokens [B])} in one forward to the largest loop count (a fixed-depth model: {1})."""
     wanted = tuple(sorted(set(loops)))
     logits = _logits_by_loop(model, input_ids, attention_mask, max(wanted), wanted, 0, None)

@@ -9,7 +9,7 @@ scale. Here
   (``ValueError``) a parameter in two groups, a view/slice of a tensor, two tensors that
   share storage, a frozen or non-leaf tensor, a ``(tensor, index)`` pair or any other
   attempt to express a per-slice learning rate;
-- :func:`arms.train.update_audit.update_audit` measures, after one real optimiser step, how far each group
+- the tests' update audit (`tests/arms/update_audit.py`) measures, after one real optimiser step, how far each group
   actually moved and raises :class:`UpdateAuditError` when the realised step sizes do
   not follow the configured learning-rate ratios (which is what a per-slice lr,
   implemented e.g. by a gradient hook, looks like).

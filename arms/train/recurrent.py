@@ -67,7 +67,7 @@ Objective = Literal["intermediate", "outcome", "anneal"]
 OBJECTIVES: tuple[str, ...] = tuple(
     kind.name
     for kind in OBJECTIVE_KINDS
-    if "recurrent" in kind.arm_kinds and not kind.reads_text and not kind.trains_halting_head
+    if "looped" in kind.models and not kind.reads_text and not kind.trains_halting_head
 )
 
 

@@ -369,10 +369,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # `--help` ends here: nothing heavier than argparse and rich is imported
+    from ledger.plugins import PluginError, load_plugins
     from ledger.spec.loader import ProtocolError
 
     try:
+        load_plugins()  # a plugin's kinds are registered before any protocol is read
         return args.handler(args)
+    except PluginError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return EXIT_BAD_INPUT
     except ProtocolError as exc:
         for issue in exc.issues:
             err.print(str(issue), markup=False)

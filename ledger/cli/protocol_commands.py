@@ -129,15 +129,12 @@ def cmd_params(args: argparse.Namespace) -> int:
         )
     out.print(table)
     _print_training_flops(protocol, rows, loops)
-    answer_only = [
-        arm.id for arm in protocol.arms if getattr(getattr(arm, "bridge", None), "reentry", "all") == "answer"
-    ]
-    if answer_only:
-        out.print(
-            f"{', '.join(answer_only)}: answer-only re-entry. The cost columns count every position looping "
-            "(what `ledger run` computes); their prompt positions compute the same values at every loop, so "
-            "with a cache the prompt costs 1.00x and only the answer position pays for the loops."
-        )
+    noted: dict[str, list[str]] = {}  # each kind's note on its cost columns, after the arms it concerns
+    for row in rows:
+        if row.cost_note:
+            noted.setdefault(row.cost_note, []).append(row.arm)
+    for note, arms in noted.items():
+        out.print(f"{', '.join(arms)}: {note}")
     return EXIT_OK
 
 
@@ -178,8 +175,8 @@ def _print_training_flops(protocol, rows, loops) -> None:
         "base's own parameters the retrofit runs (dropped layers and the bridge excluded), as a share of the base "
         "without embeddings."
     )
-    if any(getattr(getattr(arm, "bridge", None), "kind", None) == "split" for arm in protocol.arms):
-        out.print("Split bridges (design S) do not run at loop 1: their counts apply the bridge at every iteration.")
+    for note in dict.fromkeys(row.retrofit.note for row in recurrent if row.retrofit.note):
+        out.print(note)
 
 
 def _flops(value: float) -> str:

@@ -16,9 +16,10 @@ from ledger.judge.claims import ClaimResult, Unverifiable, format_p
 from ledger.judge.selection import note_rows
 from ledger.reader.exit_rules import first_firing
 from ledger.spec.depth_choice import AdaptiveDepthClaim
+from ledger.store.evidence_source import EvidenceSource
 
 
-def adaptive_depth(claim: AdaptiveDepthClaim, evidence: Any) -> ClaimResult:
+def adaptive_depth(claim: AdaptiveDepthClaim, evidence: EvidenceSource) -> ClaimResult:
     rule = claim.exit_rule()
     label = rule.label()
     by_row: dict[str, list[Any]] = defaultdict(list)

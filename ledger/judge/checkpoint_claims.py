@@ -7,6 +7,7 @@ from typing import Any
 from ledger.judge.claims import ClaimResult, Unverifiable, depth_tally
 from ledger.judge.selection import note_rows
 from ledger.spec.checkpoint_claims import CheckpointTrendClaim, KeepsAllClaim
+from ledger.store.evidence_source import EvidenceSource
 
 
 def condition_value(outcomes: dict[str, tuple[int, bool]], measure: str) -> float:
@@ -16,7 +17,7 @@ def condition_value(outcomes: dict[str, tuple[int, bool]], measure: str) -> floa
     return min(right / n for right, n in depth_tally(outcomes).values())
 
 
-def keeps_all(claim: KeepsAllClaim, evidence: Any) -> ClaimResult:
+def keeps_all(claim: KeepsAllClaim, evidence: EvidenceSource) -> ClaimResult:
     per_condition = [evidence.checkpoint_outcomes(claim.arm, c.manifest) for c in claim.conditions]
     shared = set.intersection(*(set(found) for found in per_condition)) if per_condition else set()
     if not shared:
@@ -52,7 +53,7 @@ def keeps_all(claim: KeepsAllClaim, evidence: Any) -> ClaimResult:
     return ClaimResult(claim.id, claim.statistic, "supported" if supported else "refuted", reason, figures)
 
 
-def checkpoint_trend(claim: CheckpointTrendClaim, evidence: Any) -> ClaimResult:
+def checkpoint_trend(claim: CheckpointTrendClaim, evidence: EvidenceSource) -> ClaimResult:
     found = evidence.checkpoint_outcomes(claim.arm, claim.manifest)
     series: list[tuple[str, str, float]] = []
     for checkpoint, (stage, outcomes) in found.items():

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ledger.judge import stats
-from ledger.judge.claims import FAMILY_FIGURES, ClaimResult, EvidenceSource, check_reported, evaluate_claim, format_p
+from ledger.judge.claims import FAMILY_FIGURES, ClaimResult, check_reported, evaluate_claim, format_p
 from ledger.spec.claims import ClaimFile
+from ledger.store.evidence_source import EvidenceSource
 
 
 def evaluate_claims(claim_file: ClaimFile, evidence: EvidenceSource) -> list[ClaimResult]:

@@ -10,10 +10,8 @@ within each family. Nothing here touches the store or a model.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from typing import Protocol as TypingProtocol
 
 from ledger.judge import stats
 from ledger.judge.selection import RowsUsed, SelectionRecorder, note_rows
@@ -27,22 +25,9 @@ from ledger.spec.claims import (
     PairedExactClaim,
     manifest_of,
 )
+from ledger.store.evidence_source import EvidenceSource
 
 Outcome = str  # "supported" | "refuted" | "unverifiable"
-
-
-class EvidenceSource(TypingProtocol):
-    def outcomes(self, arm: str, manifest: str, loop: int | None) -> dict[str, tuple[int, bool]] | None:
-        """row_id -> (depth, correct) at ``loop`` (None: the final reading); None if absent."""
-
-    def depth_counts(self, arm: str, manifest: str) -> dict[int, tuple[int, int]] | None:
-        """Per-depth (correct, total) from a summary without rows; None if absent."""
-
-    def gate_passed(self, gate: str, arm: str) -> bool | None:
-        """The recorded result of ``gate`` for ``arm``'s checkpoint; None if never measured."""
-
-    def outcomes_at_step(self, arm: str, manifest: str, step: int) -> tuple[str | None, dict[str, tuple[int, bool]]]:
-        """(checkpoint, row_id -> (depth, correct)) of the arm's checkpoint at ``step`` of its stage."""
 
 
 @dataclass
@@ -399,25 +384,3 @@ def format_p(p: float, log10_p: float | None = None) -> str:
     if p == 0.0 and log10_p is not None:
         return f"10^{log10_p:.2f}"
     return f"{p:.3g}"
-
-
-@dataclass
-class MemoryEvidence:
-    """Evidence held in memory: for tests and for evaluating before anything is stored."""
-
-    outcome_map: Mapping[tuple[str, str, Any], dict[str, tuple[int, bool]]] = field(default_factory=dict)
-    count_map: Mapping[tuple[str, str], dict[int, tuple[int, int]]] = field(default_factory=dict)
-    gates: Mapping[tuple[str, str], bool] = field(default_factory=dict)
-
-    def outcomes(self, arm, manifest, loop):
-        return self.outcome_map.get((arm, manifest, loop))
-
-    def depth_counts(self, arm, manifest):
-        return self.count_map.get((arm, manifest))
-
-    def gate_passed(self, gate, arm):
-        return self.gates.get((gate, arm))
-
-    def outcomes_at_step(self, arm, manifest, step):
-        found = self.outcome_map.get((arm, manifest, ("step", step)))
-        return (f"{arm}@{step}", found) if found is not None else (None, {})

@@ -15,9 +15,10 @@ from ledger.judge import stats
 from ledger.judge.claims import ClaimResult, Unverifiable
 from ledger.judge.selection import note_rows
 from ledger.spec.claims import EqualFlopsClaim, PairedLossClaim, TrainingStableClaim
+from ledger.store.evidence_source import EvidenceSource
 
 
-def _losses(evidence: Any, arm: str, manifest: str, loop: int, checkpoint: str | None = None) -> dict:
+def _losses(evidence: EvidenceSource, arm: str, manifest: str, loop: int, checkpoint: str | None = None) -> dict:
     found = evidence.losses(arm, manifest, loop, checkpoint)
     if not found:
         raise Unverifiable(f"no loss evidence for arm {arm!r} on manifest {manifest!r} at test recurrence {loop}")
@@ -64,7 +65,7 @@ def _loss_result(claim: Any, a: dict, b: dict, direction: Any, margin: float, ex
     return ClaimResult(claim.id, claim.statistic, "supported" if holds else "refuted", reason, figures, test.p_value)
 
 
-def paired_loss(claim: PairedLossClaim, evidence: Any) -> ClaimResult:
+def paired_loss(claim: PairedLossClaim, evidence: EvidenceSource) -> ClaimResult:
     (first, second), (loop_a, loop_b) = claim.arms, claim.loops
     a = _losses(evidence, first, claim.manifest, loop_a)
     b = _losses(evidence, second, claim.manifest, loop_b)
@@ -73,7 +74,7 @@ def paired_loss(claim: PairedLossClaim, evidence: Any) -> ClaimResult:
     return result
 
 
-def _curve(evidence: Any, arm: str, manifest: str) -> list[tuple[str, float]]:
+def _curve(evidence: EvidenceSource, arm: str, manifest: str) -> list[tuple[str, float]]:
     curve = evidence.curve(arm, manifest)
     if not curve:
         raise Unverifiable(f"no recorded checkpoint of arm {arm!r} with training FLOPs read {manifest!r}")
@@ -91,7 +92,7 @@ def _bracket(curve: list[tuple[str, float]], flops: float, arm: str) -> tuple[tu
     return below[-1], above[0]
 
 
-def at_equal_flops(claim: EqualFlopsClaim, evidence: Any) -> ClaimResult:
+def at_equal_flops(claim: EqualFlopsClaim, evidence: EvidenceSource) -> ClaimResult:
     (first, second), loops = claim.arms, dict(zip(claim.arms, claim.loops))
     curves = {arm: _curve(evidence, arm, claim.manifest) for arm in claim.arms}
     stopped = min(claim.arms, key=lambda arm: curves[arm][-1][1])  # the arm with fewer FLOPs, read at its end
@@ -115,8 +116,8 @@ def at_equal_flops(claim: EqualFlopsClaim, evidence: Any) -> ClaimResult:
         result.alpha = claim.alpha
         return result
     ends = {
-        stopped: evidence.outcomes_at(stopped, claim.manifest, loops[stopped], curves[stopped][-1][0]),
-        other: evidence.outcomes_at(other, claim.manifest, loops[other], low_sha),  # never more compute than F
+        stopped: evidence.outcomes_at(stopped, claim.manifest, loops[stopped], curves[stopped][-1][0]) or {},
+        other: evidence.outcomes_at(other, claim.manifest, loops[other], low_sha) or {},  # never more compute than F
     }
     if not ends[first] or not ends[second] or set(ends[first]) != set(ends[second]):
         raise Unverifiable(f"arms {first} and {second} have no paired readings of {claim.manifest!r} at F")
@@ -154,7 +155,7 @@ def at_equal_flops(claim: EqualFlopsClaim, evidence: Any) -> ClaimResult:
     )
 
 
-def training_stable(claim: TrainingStableClaim, evidence: Any) -> ClaimResult:
+def training_stable(claim: TrainingStableClaim, evidence: EvidenceSource) -> ClaimResult:
     stages = evidence.training_losses(claim.arm, claim.manifest)
     if not stages:
         raise Unverifiable(

@@ -9,15 +9,14 @@ loop, whether an active cell is right, and the label of a cell above the diagona
 
 from __future__ import annotations
 
-from typing import Any
-
 from ledger.judge import stats
 from ledger.judge.claims import ClaimResult, Unverifiable
 from ledger.judge.selection import note_rows
 from ledger.spec.claims import PersistenceClaim
+from ledger.store.evidence_source import EvidenceSource
 
 
-def persistence(claim: PersistenceClaim, evidence: Any) -> ClaimResult:
+def persistence(claim: PersistenceClaim, evidence: EvidenceSource) -> ClaimResult:
     cells = evidence.cells(claim.arm, claim.manifest)
     if not cells:
         raise Unverifiable(f"no cells of arm {claim.arm!r} on manifest {claim.manifest!r}")

@@ -13,8 +13,9 @@ from statistics import fmean
 from typing import Any
 
 from ledger.judge import stats
-from ledger.judge.claims import ClaimResult, EvidenceSource, _rows, depth_tally
+from ledger.judge.claims import ClaimResult, _rows, depth_tally
 from ledger.spec.claims import SupportScalingClaim, manifest_of
+from ledger.store.evidence_source import EvidenceSource
 
 
 def _accuracy_by_depth(claim: SupportScalingClaim, evidence: EvidenceSource, arm: str) -> dict[int, float]:

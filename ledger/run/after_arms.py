@@ -45,8 +45,7 @@ def depth_gates(runner: Any, outcomes: list) -> None:
 
 def summary_loop(runner: Any, arm_id: str) -> int:
     """The test recurrence a sweep is summarised at: the arm's largest evaluation loop (1 for a one-pass arm)."""
-    loops = getattr(runner.protocol.arm(arm_id).evaluation, "loops", "forced")
-    return int(max(loops)) if loops != "forced" and runner.protocol.arm(arm_id).kind != "dense" else 1
+    return max(runner.protocol.arm(arm_id).test_recurrences())
 
 
 def summarise(runner: Any, outcome: Any, run_id: str, manifest_id: str, checkpoint: str) -> None:

@@ -29,15 +29,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
+from ledger.spec.arms import OBJECTIVES
 from ledger.spec.protocol import Protocol
 
 # Exhaustive balancing while groups ** chains stays below this; longest-first greedy above it.
 EXHAUSTIVE_LIMIT = 20_000
-# Per-step cost beyond the layer count (measured on the tiny protocol's shapes, issue 19): a LoRA
-# wrapper runs its low-rank path beside every wrapped matrix; a scratchpad target writes the hops
-# (about 17 tokens after an 82-token prompt).
-ADAPTER_STEP_FACTOR = 1.15
-SCRATCHPAD_STEP_FACTOR = 1.2
 
 
 class ParallelFailed(Exception):
@@ -90,28 +86,15 @@ def _balanced(weights: list[float], n: int) -> list[int]:
 
 
 def arm_cost(protocol: Protocol, arm_id: str) -> float:
-    """A training cost estimate for balancing the groups: steps x the base's layers, and for the paper's bridge
-    (every position re-enters, so no loop reuses the prompt) x the mean share of the layers a forced-depth step
-    runs over the whole sequence; a cached answer-only loop or a dense step runs the whole sequence once. An
-    adapter budget and a scratchpad objective cost more per step (``ADAPTER_STEP_FACTOR``,
-    ``SCRATCHPAD_STEP_FACTOR``)."""
+    """A training cost estimate for balancing the groups: each stage's steps x what the arm's kind says a step
+    costs in layer passes (``ArmSpec.step_cost``) x its objective's ``step_factor`` (a scratchpad target is
+    longer)."""
     arm = protocol.arm(arm_id)
     layers = protocol.bases[arm.base].num_layers or 1
-    adapter = getattr(getattr(arm, "budget", None), "kind", None) == "adapter"
-    split = getattr(getattr(arm, "surgery", None), "split", None)
-    every_position = split is not None and getattr(getattr(arm, "bridge", None), "reentry", None) == "all"
-    cost = 0.0
-    for stage in arm.stages:
-        factor = ADAPTER_STEP_FACTOR if adapter else 1.0
-        if stage.objective == "sft_scratchpad":
-            factor *= SCRATCHPAD_STEP_FACTOR
-        if split is not None and every_position and stage.manifest:
-            depths = getattr(protocol.manifest(stage.manifest), "depths", None)
-            if depths:  # prelude and coda once, the block at every loop of the mean forced depth
-                block = split[1] - split[0]
-                factor *= (layers - block + block * (depths[0] + depths[1]) / 2) / layers
-        cost += stage.steps * layers * factor
-    return cost
+    return sum(
+        stage.steps * arm.step_cost(protocol, stage, layers) * OBJECTIVES[stage.objective].step_factor
+        for stage in arm.stages
+    )
 
 
 def child_devices(choice: str | None, n: int) -> list[str | None]:

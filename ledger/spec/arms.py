@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ledger.registry import Kind, Registry, check_union
+from ledger.registry import Kind, KindUnion, Registry, check_union
 from ledger.spec.common import LateOptions as _LateOptions
-from ledger.spec.common import StrictModel
+from ledger.spec.common import Problem, StrictModel
 from ledger.spec.common import located as _located
 from ledger.spec.depth_choice import ExitRule, HaltingHead
+from ledger.spec.gates import GateKind
 from ledger.spec.training import RECURRENCES as RECURRENCES  # re-exported: a stage's training settings
 from ledger.spec.training import LrSchedule as LrSchedule
 from ledger.spec.training import Optimizer as Optimizer
@@ -40,27 +41,31 @@ class BudgetKind(Kind):
     groups: tuple[str, ...] = ()
     trains_loop1: bool = True  # False: nothing it trains runs at loop 1, so depth-1 rows alone teach it nothing
     counter: str = ""  # "module:attribute" counting its trainable parameters from configs (`ledger params`)
+    step_factor: float = 1.0  # a step's cost beyond the layers it runs (the `--parallel` cost model)
 
 
 @dataclass(frozen=True)
 class ObjectiveKind(Kind):
     """A stage's loss. ``reads``: the stage options it reads (and needs); ``target_format``: dense SFT targets."""
 
-    arm_kinds: tuple[str, ...] = ("recurrent",)
+    models: tuple[str, ...] = ("looped",)  # what it trains: "looped" models (read at every loop), "one_pass" ones
     reads: tuple[str, ...] = ()
     target_format: str | None = None
     reads_text: bool = False  # trains on any rows as text (a stage may mix manifests); else on chains or SFT targets
     trains_halting_head: bool = False  # trains the arm's halting head alone, on the frozen block's states
+    step_factor: float = 1.0  # a step's cost beyond the layers it runs (the `--parallel` cost model)
 
 
 @dataclass(frozen=True)
 class ArmKind(Kind):
-    """A system under test. ``stage_options`` / ``evaluation_options``: the optional settings it reads."""
+    """A system under test: its spec (an ``ArmSpec``) and its runtime (``implementation``, in ``arms/``).
+    ``stage_options`` / ``evaluation_options``: the optional settings it reads; ``counter``: ``"module:attribute"``
+    of its ``ledger params`` row, counted from the base's config on the meta device."""
 
-    every_loop: bool = True  # a recurrent block read at every loop, or a dense model read once per row
-    groups: tuple[str, ...] = ()  # optimiser groups of an arm without a block (a block's come from bridge + budget)
+    groups: tuple[str, ...] = ()  # optimiser groups, where the spec does not compute them (``optimizer_groups``)
     stage_options: tuple[str, ...] = ()
     evaluation_options: tuple[str, ...] = ()
+    counter: str = ""
 
 
 BRIDGES: Registry[BridgeKind] = Registry("bridge")
@@ -222,6 +227,8 @@ BUDGETS.add(
         groups=("lora",),
         trains_loop1=False,
         counter="arms.model.accounting:count_adapter",
+        # measured on the tiny protocol's shapes (issue 19): the low-rank path runs beside every wrapped matrix
+        step_factor=1.15,
     )
 )
 
@@ -279,7 +286,7 @@ for _objective in (
         type(None),
         "arms.train.language:next_token_loss",
         "next-token cross-entropy on text (design M; a dense arm: the non-recurrent control)",
-        arm_kinds=("recurrent", "dense"),
+        models=("looped", "one_pass"),
         reads_text=True,
     ),
     ObjectiveKind(
@@ -287,7 +294,7 @@ for _objective in (
         type(None),
         "arms.dense.sft_data:build_sft_examples",
         "SFT on the answer alone",
-        arm_kinds=("dense",),
+        models=("one_pass",),
         target_format="direct",
     ),
     ObjectiveKind(
@@ -295,8 +302,9 @@ for _objective in (
         type(None),
         "arms.dense.sft_data:build_sft_examples",
         "SFT on every hop, then the answer",
-        arm_kinds=("dense",),
+        models=("one_pass",),
         target_format="scratchpad",
+        step_factor=1.2,  # measured (issue 19): the target writes the hops, ~17 tokens after an 82-token prompt
     ),
 ):
     OBJECTIVES.add(_objective)
@@ -368,7 +376,13 @@ class Evaluation(_LateOptions):
     _late_options = ("max_tokens", "exit_rules")
 
 
-class _ArmCommon(StrictModel):
+class ArmSpec(StrictModel):
+    """An arm: the fields every kind has (its base, its lineage, its stages, its evaluation) and the questions
+    the rest of the ledger asks of it. A kind is a subclass with a ``kind: Literal[...]`` tag, registered in
+    ``ARM_KINDS`` with its runtime in ``arms/`` (``ledger/spec/recurrent_arm.py`` and ``dense_arm.py`` are the
+    built-in two). ``ledger check``, ``ledger params``, the runner, the parallel cost model, gates and the
+    CLI read an arm only through these methods, so a new kind is its spec and its runtime."""
+
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
     base: str
@@ -381,87 +395,89 @@ class _ArmCommon(StrictModel):
     )
     stages: list[Stage] = Field(default_factory=list)
     evaluation: Evaluation
+    if TYPE_CHECKING:
+        kind: str  # each kind's own tag, ``Literal["..."]``, declared by its subclass (the union's discriminator)
 
-
-class RecurrentArm(_ArmCommon, _LateOptions):
-    kind: Literal["recurrent"]
-    surgery: Surgery
-    bridge: Bridge
-    budget: Budget
-    layers_init: Literal["pretrained", "random"] = Field(
-        default="pretrained",
-        description="random: every layer of the base re-initialised by its own init before surgery (the seed's "
-        "random-init control); pretrained: the base's weights.",
-    )
-    halting_head: HaltingHead | None = Field(
-        default=None,
-        description="A learned halting head (choosing depth), trained by halting_ponder / halting_supervised stages "
-        "and read by the `halting` exit rule.",
-    )
-
-    _late_options = ("layers_init", "halting_head")
+    # -- what it is
 
     def design(self) -> str:
-        where = (
-            f"split {list(self.surgery.split)}" if self.surgery.split else f"tuple {list(self.surgery.tuple_ or ())}"
-        )
-        budget = f"adapter r={self.budget.rank}" if isinstance(self.budget, AdapterBudget) else self.budget.kind
-        return f"{where}, {self.bridge.describe()}, {budget}"
+        """One line for summaries: what this arm is."""
+        raise NotImplementedError
+
+    def layers_needed(self) -> int:
+        """The fewest decoder layers its base must have (0: any base)."""
+        return 0
+
+    def part_problems(self, layers: int | None) -> list[Problem]:
+        """Its parts of other registries (bridge, budget, surgery): runnable, meant for each other, fitting a
+        base of ``layers`` decoder layers (None: unknown). Paths are relative to the arm."""
+        return []
+
+    def same_tensors_as(self, source: ArmSpec) -> bool:
+        """Whether this arm can continue from ``source``'s trainable tensors (``init_from``)."""
+        return source.kind == self.kind and source.base == self.base
+
+    def optimizer_groups(self) -> tuple[str, ...]:
+        """The optimiser groups of its trainable tensors (the names ``group_lrs`` may use)."""
+        return ARM_KINDS[self.kind].groups
+
+    def halting(self) -> HaltingHead | None:
+        """Its halting head (choosing depth), if it has one."""
+        return None
+
+    # -- how it trains
+
+    def trains(self, objective: ObjectiveKind) -> bool:
+        """Whether a stage of this arm may train ``objective``."""
+        raise NotImplementedError
+
+    def stage_problems(self, protocol: Any, stage: Stage, at: tuple[Any, ...]) -> list[Problem]:
+        """What this kind refuses in one of its stages (``at``: the stage's path), beyond what every stage checks."""
+        return []
+
+    def step_cost(self, protocol: Any, stage: Stage, layers: int) -> float:
+        """A training step's cost in layer passes over a row, for balancing ``--parallel`` groups (``layers``: the
+        base's decoder layers): a one-pass step runs every layer once."""
+        return float(layers)
+
+    # -- how it is read
+
+    def evaluation_problems(self, protocol: Any, at: tuple[Any, ...]) -> list[Problem]:
+        """What this kind refuses in its evaluation (``at``: the arm's path)."""
+        return []
+
+    def loops_read(self, manifest: Any, reading: str) -> tuple[set[int], bool]:
+        """The loops at which this arm's rows of ``manifest`` (read as ``reading``, its generator's) are read,
+        and whether every row gets its final reading there. A one-pass arm reads a chain once (loop 0) and
+        anything else at loop 1."""
+        if reading == "by_loop":
+            return {0}, True
+        return {1}, reading == "choice"
+
+    def test_recurrences(self) -> list[int]:
+        """The loops a sweep reads it at (text loss, answers at each test recurrence); its summary reads the last."""
+        return [1]
+
+    def judged_by(self, gate: GateKind) -> bool:
+        """Whether a gate of this kind can judge this arm."""
+        return not gate.reads_loops
 
     @model_validator(mode="after")
-    def _objectives(self) -> RecurrentArm:
-        _check_stage_objectives(self.stages, self.kind)
+    def _objectives(self) -> ArmSpec:
+        kind = self.kind
+        allowed = tuple(objective.name for objective in OBJECTIVES if self.trains(objective))
+        for index, stage in enumerate(self.stages):
+            objective = OBJECTIVES[stage.objective]
+            if not self.trains(objective):
+                raise _located(
+                    f"objective {stage.objective!r} is not for {kind} arms (use one of {', '.join(allowed)})",
+                    ["stages", index, "objective"],
+                )
+            for option in objective.reads:
+                if getattr(stage, option) is None:
+                    raise _located(f"an {stage.objective} stage needs {option}", ["stages", index])
         return self
 
 
-class DenseArm(_ArmCommon):
-    kind: Literal["dense"]
-
-    def design(self) -> str:
-        return "dense " + ("/".join(sorted({stage.objective for stage in self.stages})) or "base")
-
-    @model_validator(mode="after")
-    def _objectives(self) -> DenseArm:
-        _check_stage_objectives(self.stages, self.kind)
-        if self.evaluation.loops != "forced":
-            raise _located("dense arms are evaluated once per row: loops must be 'forced'", ["evaluation", "loops"])
-        return self
-
-
-def _check_stage_objectives(stages: list[Stage], kind: str) -> None:
-    allowed = tuple(objective.name for objective in OBJECTIVES if kind in objective.arm_kinds)
-    for index, stage in enumerate(stages):
-        objective = OBJECTIVES[stage.objective]
-        if kind not in objective.arm_kinds:
-            raise _located(
-                f"objective {stage.objective!r} is not for {kind} arms (use one of {', '.join(allowed)})",
-                ["stages", index, "objective"],
-            )
-        for option in objective.reads:
-            if getattr(stage, option) is None:
-                raise _located(f"an {stage.objective} stage needs {option}", ["stages", index])
-
-
-ARM_KINDS.add(
-    ArmKind(
-        "recurrent",
-        RecurrentArm,
-        "arms.runtime:RecurrentRuntime",
-        "a retrofitted recurrent block, read at every loop",
-        stage_options=("recurrence",),
-        evaluation_options=("loops", "exit_rules"),
-    )
-)
-ARM_KINDS.add(
-    ArmKind(
-        "dense",
-        DenseArm,
-        "arms.runtime:DenseRuntime",
-        "a dense model fine-tuned by SFT, read once per row",
-        every_loop=False,
-        groups=("matrices", "vectors", "embeddings"),  # embeddings: its own group when a stage uses Muon or names it
-        evaluation_options=("max_new_tokens",),
-    )
-)
-Arm = Annotated[RecurrentArm | DenseArm, Field(discriminator="kind")]
-check_union(ARM_KINDS, Arm)
+# The type of a protocol's arm: whichever spec ARM_KINDS holds for its ``kind`` (a plugin's kinds included).
+Arm = Annotated[ArmSpec, KindUnion(ARM_KINDS)]

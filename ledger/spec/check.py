@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.spec.arms import ARM_KINDS, BRIDGES, BUDGETS, OBJECTIVES, RECURRENCES
+from ledger.spec.arms import ARM_KINDS, OBJECTIVES, RECURRENCES
 from ledger.spec.bases import actual_layers
 from ledger.spec.check_lineage import (
     at_step_problems,
@@ -24,6 +24,7 @@ from ledger.spec.check_lineage import (
     exit_rule_problems,
 )
 from ledger.spec.claims import STATISTICS, ClaimFile, check_claims_against, load_claims, manifest_of
+from ledger.spec.common import Problem
 from ledger.spec.gates import GATE_KINDS
 from ledger.spec.loader import ProtocolError, ProtocolIssue, load_protocol, locate
 from ledger.spec.manifests import GENERATORS
@@ -31,7 +32,6 @@ from ledger.spec.protocol import Protocol
 from ledger.spec.size_budget import size_problems
 from ledger.spec.training import PoissonLognormalRecurrence
 
-Problem = tuple[tuple[Any, ...], str]
 EVALUATION_COMMON = {"manifests", "batch_size", "latency_sample_per_depth", "max_tokens"}
 
 
@@ -83,8 +83,7 @@ def runnable_problems(protocol: Protocol, protocol_dir: Path) -> list[Problem]:
         at = ("arms", a)
         kind = ARM_KINDS[arm.kind]
         _runnable(kind, (*at, "kind"), problems)
-        if kind.every_loop:  # a recurrent block's pieces: bridge, budget, surgery
-            _recurrent_pieces(arm, at, layers.get(arm.base), problems)
+        problems += [((*at, *where), message) for where, message in arm.part_problems(layers.get(arm.base))]
         _continuation(protocol, arm, at, problems)
         for s, stage in enumerate(arm.stages):
             _stage(protocol, arm, kind, stage, (*at, "stages", s), problems)
@@ -97,16 +96,7 @@ def runnable_problems(protocol: Protocol, protocol_dir: Path) -> list[Problem]:
                     "read in one format, so every stage must train that one",
                 )
             )
-        for m, manifest_id in enumerate(arm.evaluation.manifests):
-            sweep = GENERATORS[protocol.manifest(manifest_id).generator].reading in ("answer", "loss")
-            if sweep and kind.every_loop and arm.evaluation.loops == "forced":
-                problems.append(
-                    (
-                        (*at, "evaluation", "manifests", m),
-                        f"manifest {manifest_id!r} is read at test recurrences: give evaluation.loops, e.g. "
-                        "[1, 2, 4, 8, 16, 32]",
-                    )
-                )
+        problems += arm.evaluation_problems(protocol, at)
         problems += exit_rule_problems(protocol, arm, at)
         unread = (arm.evaluation.model_fields_set - EVALUATION_COMMON) - set(kind.evaluation_options)
         problems += [((*at, "evaluation", name), f"{arm.kind} arms do not read evaluation.{name}") for name in unread]
@@ -138,39 +128,12 @@ def _runnable(kind: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
         problems.append((at, f"{kind.name!r} is declared but cannot run: {kind.not_runnable}"))
 
 
-def _recurrent_pieces(arm: Any, at: tuple[Any, ...], layers: int | None, problems: list[Problem]) -> None:
-    bridge, budget = BRIDGES[arm.bridge.kind], BUDGETS[arm.budget.kind]
-    _runnable(bridge, (*at, "bridge", "kind"), problems)
-    _runnable(budget, (*at, "budget", "kind"), problems)
-    if bridge.name not in budget.bridges:
-        problems.append(
-            (
-                (*at, "budget", "kind"),
-                f"the {budget.name} budget is defined for bridge(s) "
-                f"{', '.join(budget.bridges)} only, not {bridge.name!r}",
-            )
-        )
-    if layers is not None and arm.surgery.layers_needed() > layers:
-        problems.append(
-            (
-                (*at, "surgery"),
-                f"surgery needs at least {arm.surgery.layers_needed()} decoder layers "
-                f"but base {arm.base!r} has {layers}",
-            )
-        )
-
-
 def _continuation(protocol: Protocol, arm: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
     """An arm continued from another arm loads its trainable tensors: they must be the same tensors."""
     if arm.init_from is None:
         return
-    source: Any = protocol.arm(arm.init_from)
-    same = source.kind == arm.kind and source.base == arm.base
-    if same and ARM_KINDS[arm.kind].every_loop:
-        same = (source.surgery, source.bridge, source.budget) == (arm.surgery, arm.bridge, arm.budget)
-    if same and getattr(source, "halting_head", None) is not None and source.halting_head != arm.halting_head:
-        same = False  # a child may add a halting head (it starts at its own init), not drop or reshape one
-    if not same:
+    source = protocol.arm(arm.init_from)
+    if not arm.same_tensors_as(source):
         problems.append(
             (
                 (*at, "init_from"),
@@ -197,19 +160,10 @@ def _stage(protocol: Protocol, arm: Any, kind: Any, stage: Any, at: tuple[Any, .
             )
     if stage.checkpoint_every is not None and stage.checkpoint_every >= stage.steps:
         problems.append(((*at, "checkpoint_every"), f"checkpoint_every must be below the stage's {stage.steps} steps"))
-    _text_stage(protocol, arm, objective, stage, at, problems)
-    if kind.every_loop and not BUDGETS[arm.budget.kind].trains_loop1 and stage.manifest is not None:
-        manifest: Any = protocol.manifest(stage.manifest)
-        if GENERATORS[manifest.generator].reading != "by_loop" or manifest.depths[1] < 2:
-            problems.append(
-                (
-                    (*at, "manifest"),
-                    f"the {arm.budget.kind} budget trains nothing at loop 1: its stage "
-                    f"needs rows of depth 2 or more (manifest {stage.manifest!r} has none)",
-                )
-            )
+    _text_stage(protocol, objective, stage, at, problems)
+    problems += arm.stage_problems(protocol, stage, at)
     if objective.trains_halting_head:
-        head = getattr(arm, "halting_head", None)
+        head = arm.halting()
         if head is None:
             problems.append(
                 ((*at, "objective"), f"objective {stage.objective!r} trains a halting head: arm {arm.id} has none")
@@ -225,7 +179,7 @@ def _stage(protocol: Protocol, arm: Any, kind: Any, stage: Any, at: tuple[Any, .
                 )
     if stage.anneal_fraction is not None and "anneal_fraction" not in objective.reads:
         problems.append(((*at, "anneal_fraction"), f"objective {stage.objective!r} does not read anneal_fraction"))
-    groups = _groups(arm)
+    groups = arm.optimizer_groups()
     for name in stage.optimizer.group_lrs:
         if name not in groups:
             problems.append(
@@ -242,11 +196,11 @@ def _stage(protocol: Protocol, arm: Any, kind: Any, stage: Any, at: tuple[Any, .
             problems.append(
                 (where, f"gate {gate_id!r} ({gate.kind}) is judged after its arms finish, not after a stage")
             )
-        elif gate_kind.arm_kinds and arm.kind not in gate_kind.arm_kinds:
-            problems.append((where, f"a {gate.kind} gate judges {', '.join(gate_kind.arm_kinds)} arms, not {arm.kind}"))
+        elif not arm.judged_by(gate_kind):
+            problems.append((where, f"a {gate.kind} gate cannot judge {arm.kind} arms"))
 
 
-def _text_stage(protocol: Protocol, arm: Any, objective: Any, stage: Any, at: tuple, problems: list[Problem]) -> None:
+def _text_stage(protocol: Protocol, objective: Any, stage: Any, at: tuple, problems: list[Problem]) -> None:
     """A next-token stage reads any rows as text; a chain or SFT objective cannot read text rows."""
     for manifest_id in stage.manifests():
         reading = GENERATORS[protocol.manifest(manifest_id).generator].reading
@@ -257,17 +211,6 @@ def _text_stage(protocol: Protocol, arm: Any, objective: Any, stage: Any, at: tu
         problems.append(
             ((*at, "recurrence"), f"sampled recurrence trains next-token stages only, not {stage.objective!r}")
         )
-    if objective.reads_text and ARM_KINDS[arm.kind].every_loop and not sampled:
-        problems.append(
-            ((*at, "recurrence"), "a recurrent next-token stage needs a recurrence schedule (poisson_lognormal)")
-        )
-
-
-def _groups(arm: Any) -> tuple[str, ...]:
-    if ARM_KINDS[arm.kind].every_loop:
-        head = ("halting_head",) if getattr(arm, "halting_head", None) is not None else ()
-        return BUDGETS[arm.budget.kind].groups + BRIDGES[arm.bridge.kind].groups + head
-    return ARM_KINDS[arm.kind].groups
 
 
 def _gates(protocol: Protocol, problems: list[Problem]) -> None:
@@ -301,7 +244,6 @@ def evidence_loops(protocol: Protocol, arm_id: str, manifest_id: str) -> tuple[s
     """(the loops at which an arm's rows of a manifest will be read, whether every row has its final
     reading); None when the protocol writes no evidence of that arm on that manifest."""
     manifest: Any = protocol.manifest(manifest_id)
-    choice = GENERATORS[manifest.generator].reading == "choice"
     if arm_id.startswith("base:"):  # the base is read on the manifests of its arms' guardrails
         name = arm_id.removeprefix("base:")
         guarded = {
@@ -315,18 +257,7 @@ def evidence_loops(protocol: Protocol, arm_id: str, manifest_id: str) -> tuple[s
     gated = {gate.manifest for stage in arm.stages for gate in protocol.gates if gate.id in stage.gates}
     if manifest_id not in arm.evaluation.manifests and manifest_id not in gated:
         return None
-    if choice:  # at loop 1, or at a choice file's loops (a dense arm once); loop 1 is the final reading
-        loops = set(manifest.choice_reading()["loops"]) if ARM_KINDS[arm.kind].every_loop else {1}
-        return loops, 1 in loops
-    if GENERATORS[manifest.generator].reading in ("answer", "loss"):  # a sweep: claims name the loop they read
-        every_loop = ARM_KINDS[arm.kind].every_loop
-        return (set(arm.evaluation.loops) if every_loop and arm.evaluation.loops != "forced" else {1}), False
-    if not ARM_KINDS[arm.kind].every_loop:
-        return {0}, True
-    low, high = manifest.depths
-    if arm.evaluation.loops == "forced":
-        return set(range(1, high + 1)), True
-    return set(arm.evaluation.loops), set(range(low, high + 1)) <= set(arm.evaluation.loops)
+    return arm.loops_read(manifest, GENERATORS[manifest.generator].reading)
 
 
 def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:

@@ -8,10 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from ledger.spec.arms import ARM_KINDS, OBJECTIVES
+from ledger.spec.common import Problem
 from ledger.spec.depth_choice import declared_exit
 from ledger.spec.protocol import Protocol
-
-Problem = tuple[tuple[Any, ...], str]
 
 
 def _read_at_step(protocol: Protocol, arm_id: str, manifest: str, step: int) -> bool:
@@ -51,7 +50,7 @@ def _checkpoint_reads(protocol: Protocol, arm_id: str) -> list[set[str]]:
 def exit_rule_problems(protocol: Protocol, arm: Any, at: tuple[Any, ...]) -> list[Problem]:
     """Exit rules choose among loops 1..K: the evaluation reads every one of them, past every row's depth."""
     problems: list[Problem] = []
-    rules = getattr(arm.evaluation, "exit_rules", [])
+    rules = arm.evaluation.exit_rules
     if not rules:
         return problems
     where = (*at, "evaluation", "exit_rules")
@@ -74,7 +73,7 @@ def exit_rule_problems(protocol: Protocol, arm: Any, at: tuple[Any, ...]) -> lis
                 )
             )
     if any(rule.rule == "halting" for rule in rules):
-        head = getattr(arm, "halting_head", None)
+        head = arm.halting()
         if head is None:
             problems.append((where, f"arm {arm.id} has no halting head: the halting rule reads one"))
         elif max(loops) > head.max_loops:
@@ -127,8 +126,9 @@ def exit_claim_problems(
         problems.append(((*at, "manifest"), f"exit rules choose among loops of chains: {claim.manifest!r}"))
         return problems, True
     arm_spec = protocol.arm(claim.arm) if not claim.arm.startswith("base:") else None
-    if arm_spec is None or not ARM_KINDS[arm_spec.kind].every_loop:
-        problems.append(((*at, "arm"), f"a base or dense arm runs no loops to stop: {claim.arm!r}"))
+    if arm_spec is None or "exit_rules" not in ARM_KINDS[arm_spec.kind].evaluation_options:
+        kind = "" if arm_spec is None else f"{arm_spec.kind} "
+        problems.append(((*at, "arm"), f"a base or {kind or 'one-pass '}arm runs no loops to stop: {claim.arm!r}"))
         return problems, True
     if not declared_exit(arm_spec.evaluation, claim):
         problems.append(

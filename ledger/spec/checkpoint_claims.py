@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ledger.spec.claim_common import _ClaimCommon
+from ledger.spec.claim_common import ClaimSpec
 from ledger.spec.common import StrictModel
 from ledger.spec.common import located as _located
 
@@ -37,7 +37,7 @@ class KeepCondition(StrictModel):
         return f"{self.manifest} {what} >= {self.at_least:g}"
 
 
-class KeepsAllClaim(_ClaimCommon):
+class KeepsAllClaim(ClaimSpec):
     """Whether any checkpoint of ``arm`` meets every condition at once (``manifest`` is the first condition's)."""
 
     statistic: Literal["keeps_all"]
@@ -54,7 +54,7 @@ class KeepsAllClaim(_ClaimCommon):
         return self
 
 
-class CheckpointTrendClaim(_ClaimCommon):
+class CheckpointTrendClaim(ClaimSpec):
     """A measure of ``arm`` on ``manifest`` (its rows filtered by ``rows``) rises or falls from the first
     checkpoint that read it to the last."""
 

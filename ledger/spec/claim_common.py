@@ -7,7 +7,7 @@ the same base without an import cycle; ``claims.py`` re-exports all of it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
@@ -25,6 +25,18 @@ class StatisticKind(Kind):
 
     reads: str = "rows"
     tested: bool = False  # it yields a p-value, so it may be a member of a multiplicity family
+    # Power at registration: "module:attribute" of its rule, ``rule(claim, PowerInputs) -> str | None`` (why the
+    # claim's rows cannot support it, or None), or, where no outcome of the rows can make the claim
+    # undecidable, ``no_power_check`` saying why. Every statistic declares exactly one of the two.
+    power: str = ""
+    no_power_check: str = ""
+
+    def __post_init__(self) -> None:
+        if bool(self.power) == bool(self.no_power_check):
+            raise TypeError(
+                f"statistic {self.name!r} declares {'both' if self.power else 'neither'} of power and no_power_check: "
+                'give its power rule ("module:attribute") or say why it needs none'
+            )
 
 
 STATISTICS: Registry[StatisticKind] = Registry("claim statistic")
@@ -40,7 +52,7 @@ class RowFilter(StrictModel):
         return self
 
 
-class _ClaimCommon(StrictModel):
+class ClaimSpec(StrictModel):
     # Fields added after claims were first registered, with the default that means "not set": written out
     # only when set, so that every claim registered before keeps its canonical form and hash.
     ADDED_LATER: ClassVar[dict[str, Any]] = {"audited_outcome": "supported"}
@@ -58,6 +70,8 @@ class _ClaimCommon(StrictModel):
     manifest: str
     rows: RowFilter = Field(default_factory=RowFilter)
     family: str | None = Field(default=None, description="Multiplicity family; corrected by the file's `correction`.")
+    if TYPE_CHECKING:
+        statistic: str  # each statistic's own tag, ``Literal["..."]``, declared by its subclass (the discriminator)
     audited_outcome: Literal["supported", "refuted"] = Field(
         default="supported",
         description="External audits only: the outcome the audited paper concluded (e.g. refuted for a comparison "

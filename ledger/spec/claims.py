@@ -14,12 +14,12 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ledger.registry import check_union
+from ledger.registry import KindUnion
 from ledger.spec.checkpoint_claims import CheckpointTrendClaim, KeepsAllClaim
 from ledger.spec.claim_common import STATISTICS as STATISTICS
+from ledger.spec.claim_common import ClaimSpec
 from ledger.spec.claim_common import RowFilter as RowFilter
 from ledger.spec.claim_common import StatisticKind as StatisticKind
-from ledger.spec.claim_common import _ClaimCommon
 from ledger.spec.common import StrictModel
 from ledger.spec.common import located as _located
 from ledger.spec.depth_choice import AdaptiveDepthClaim
@@ -27,7 +27,7 @@ from ledger.spec.loader import ProtocolIssue, load_model_file
 from ledger.spec.protocol import Protocol
 
 
-class PairedExactClaim(_ClaimCommon):
+class PairedExactClaim(ClaimSpec):
     """Exact McNemar / sign test on the discordant pairs of two arms on the same rows."""
 
     statistic: Literal["paired_exact"]
@@ -41,7 +41,7 @@ class PairedExactClaim(_ClaimCommon):
         description="Read each arm's checkpoint at this step of its stage (a stage's checkpoint_every checkpoints, or "
         "its last step) instead of its final checkpoint: transfer claims per step, each its own family member.",
     )
-    ADDED_LATER: ClassVar[dict[str, Any]] = {**_ClaimCommon.ADDED_LATER, "loop": None, "at_step": None}
+    ADDED_LATER: ClassVar[dict[str, Any]] = {**ClaimSpec.ADDED_LATER, "loop": None, "at_step": None}
 
     @model_validator(mode="after")
     def _one_reading(self) -> PairedExactClaim:
@@ -50,7 +50,7 @@ class PairedExactClaim(_ClaimCommon):
         return self
 
 
-class AccuracyClaim(_ClaimCommon):
+class AccuracyClaim(ClaimSpec):
     """One arm's accuracy on the filtered rows is at least (or at most) a threshold."""
 
     statistic: Literal["accuracy"]
@@ -59,7 +59,7 @@ class AccuracyClaim(_ClaimCommon):
     direction: Literal["at_least", "at_most"] = "at_least"
 
 
-class NonInferiorityClaim(_ClaimCommon):
+class NonInferiorityClaim(ClaimSpec):
     """Paired non-inferiority of arms[0] against arms[1] with a margin (Tango's score test)."""
 
     statistic: Literal["noninferiority"]
@@ -69,7 +69,7 @@ class NonInferiorityClaim(_ClaimCommon):
     loop: int | None = Field(default=None, ge=1, description="Read at this loop (e.g. 1) instead of the forced depth.")
 
 
-class FrontierClaim(_ClaimCommon):
+class FrontierClaim(ClaimSpec):
     """The threshold-crossing frontier divided by the training support's top depth."""
 
     statistic: Literal["frontier_ratio"]
@@ -80,7 +80,7 @@ class FrontierClaim(_ClaimCommon):
     direction: Literal["at_least", "at_most"] = "at_least"
 
 
-class SupportScalingClaim(_ClaimCommon):
+class SupportScalingClaim(ClaimSpec):
     """Frontier / support across training supports (the paper's support scaling): each arm's frontier at the
     bar divided by its training support's top depth; every ratio at least ``threshold``, and the supports' mean
     ratios (arms at one support are seeds: each shown, their mean the support's ratio) spread (max - min) at
@@ -116,7 +116,7 @@ class SupportScalingClaim(_ClaimCommon):
         return self
 
 
-class PersistenceClaim(_ClaimCommon):
+class PersistenceClaim(ClaimSpec):
     """Persistence after an outcome-only anneal, rows run past their depth (SPEC section 5): the share of active
     cells (loop <= depth) whose state is the loop's intermediate symbol, or of the cells above the diagonal
     (depth < loop) that advance one more hop, or stay on the answer, at least (or at most) a threshold."""
@@ -128,7 +128,7 @@ class PersistenceClaim(_ClaimCommon):
     direction: Literal["at_least", "at_most"] = "at_least"
 
 
-class GateClaim(_ClaimCommon):
+class GateClaim(ClaimSpec):
     """A preregistered gate passed (or failed) for an arm."""
 
     statistic: Literal["gate"]
@@ -137,7 +137,7 @@ class GateClaim(_ClaimCommon):
     expect: Literal["pass", "fail"] = "pass"
 
 
-class _TwoArmsAtLoops(_ClaimCommon):
+class _TwoArmsAtLoops(ClaimSpec):
     arms: tuple[str, str]
     loops: tuple[int, int] = Field(description="The test recurrence each arm is read at (1 for a one-pass arm).")
     alpha: float = Field(default=0.05, gt=0, lt=1)
@@ -164,7 +164,7 @@ class EqualFlopsClaim(_TwoArmsAtLoops):
     margin: float = Field(default=0.0, ge=0, description="Nats per token (loss); unused for accuracy.")
 
 
-class TrainingStableClaim(_ClaimCommon):
+class TrainingStableClaim(ClaimSpec):
     """An arm trained without diverging: every recorded training loss of its lineage (the checkpoint that read
     ``manifest`` and its ancestors) is finite and, in every stage, the mean loss of the stage's last ``window``
     of steps is at most ``margin`` above the mean of its first. Descriptive, with no test: in no family."""
@@ -188,14 +188,22 @@ for _statistic in (
         "ledger.judge.claims:paired_exact",
         "exact McNemar on the discordant pairs",
         tested=True,
+        power="ledger.judge.power:paired_best_case",
     ),
-    StatisticKind("accuracy", AccuracyClaim, "ledger.judge.claims:accuracy", "one arm's accuracy against a threshold"),
+    StatisticKind(
+        "accuracy",
+        AccuracyClaim,
+        "ledger.judge.claims:accuracy",
+        "one arm's accuracy against a threshold",
+        no_power_check="a proportion against a threshold: any count of rows decides it",
+    ),
     StatisticKind(
         "noninferiority",
         NonInferiorityClaim,
         "ledger.judge.claims:noninferiority",
         "Tango's paired non-inferiority with a margin",
         tested=True,
+        power="ledger.judge.power:noninferiority_best_case",
     ),
     StatisticKind(
         "frontier_ratio",
@@ -203,6 +211,7 @@ for _statistic in (
         "ledger.judge.claims:frontier_ratio",
         "frontier depth / training support",
         reads="per_depth",
+        power="ledger.judge.power:frontier_reach",
     ),
     StatisticKind(
         "support_scaling",
@@ -210,14 +219,23 @@ for _statistic in (
         "ledger.judge.support_scaling:support_scaling",
         "frontier / support across training supports: every ratio and their spread",
         reads="per_depth",
+        power="ledger.judge.power:support_reach",
     ),
-    StatisticKind("gate", GateClaim, "ledger.judge.claims:gate", "a recorded gate result", reads="gate"),
+    StatisticKind(
+        "gate",
+        GateClaim,
+        "ledger.judge.claims:gate",
+        "a recorded gate result",
+        reads="gate",
+        no_power_check="a recorded pass or fail: the gate's own threshold decides it",
+    ),
     StatisticKind(
         "persistence",
         PersistenceClaim,
         "ledger.judge.persistence:persistence",
         "active-cell accuracy, or the share of cells above the diagonal that advance or stay",
         reads="cells",
+        no_power_check="a share of cells against a threshold: any count of cells decides it",
     ),
     StatisticKind(
         "paired_loss",
@@ -226,6 +244,7 @@ for _statistic in (
         "paired next-token loss of two arms (Wilcoxon signed-rank)",
         reads="losses",
         tested=True,
+        power="ledger.judge.power:paired_best_case",
     ),
     StatisticKind(
         "at_equal_flops",
@@ -234,6 +253,7 @@ for _statistic in (
         "two arms compared at equal training FLOPs (interpolated over recorded checkpoints)",
         reads="curve",
         tested=True,
+        power="ledger.judge.power:paired_best_case",
     ),
     StatisticKind(
         "training_stable",
@@ -241,6 +261,7 @@ for _statistic in (
         "ledger.judge.language_claims:training_stable",
         "an arm's recorded training losses finite, and no stage ending above where it started",
         reads="training",
+        no_power_check="descriptive: the recorded losses decide it, with no p-value",
     ),
     StatisticKind(
         "adaptive_depth",
@@ -250,6 +271,7 @@ for _statistic in (
         "with the loops it saved",
         reads="exits",
         tested=True,
+        power="ledger.judge.power:adaptive_depth_best_case",
     ),
     StatisticKind(
         "keeps_all",
@@ -257,6 +279,7 @@ for _statistic in (
         "ledger.judge.checkpoint_claims:keeps_all",
         "whether any checkpoint of an arm meets every condition at once (the acquisition-retention boundary)",
         reads="checkpoints",
+        no_power_check="descriptive: thresholds over recorded checkpoints, with no p-value",
     ),
     StatisticKind(
         "checkpoint_trend",
@@ -264,26 +287,12 @@ for _statistic in (
         "ledger.judge.checkpoint_claims:checkpoint_trend",
         "a measure rises or falls from an arm's first checkpoint to its last (e.g. the mean up, the deep tail down)",
         reads="checkpoints",
+        no_power_check="descriptive: the direction of a recorded measure, with no p-value",
     ),
 ):
     STATISTICS.add(_statistic)
-Claim = Annotated[
-    PairedExactClaim
-    | AccuracyClaim
-    | NonInferiorityClaim
-    | FrontierClaim
-    | SupportScalingClaim
-    | GateClaim
-    | PersistenceClaim
-    | PairedLossClaim
-    | EqualFlopsClaim
-    | TrainingStableClaim
-    | AdaptiveDepthClaim
-    | KeepsAllClaim
-    | CheckpointTrendClaim,
-    Field(discriminator="statistic"),
-]
-check_union(STATISTICS, Claim)
+# The type of a claim: whichever spec STATISTICS holds for its ``statistic`` (a plugin's statistics included).
+Claim = Annotated[ClaimSpec, KindUnion(STATISTICS, "statistic")]
 
 
 Correction = Literal["holm", "bonferroni", "none"]
@@ -403,3 +412,11 @@ def claim_manifests(claim: Any) -> tuple[str, ...]:
     others = [m for m in getattr(claim, "manifests", {}).values() if m != claim.manifest]
     others += [c.manifest for c in getattr(claim, "conditions", ()) if c.manifest != claim.manifest]
     return tuple(dict.fromkeys([claim.manifest, *others]))
+
+
+def _rebuild_claim_file() -> None:
+    ClaimFile.model_rebuild(force=True)
+
+
+# A statistic registered later (a plugin, a test) joins the union of a claim file's claims.
+STATISTICS.on_change(_rebuild_claim_file)

@@ -34,6 +34,10 @@ class StrictModel(BaseModel):
         return data
 
 
+# A problem `ledger check` reports: (field path, message).
+Problem = tuple[tuple[Any, ...], str]
+
+
 def located(message: str, at: list[str | int]) -> PydanticCustomError:
     """An error that carries the path (relative to the model raising it) of the bad field."""
     return PydanticCustomError("protocol_rule", "{message}", {"message": message, "at": at})

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ledger.spec.claim_common import _ClaimCommon
+from ledger.spec.claim_common import ClaimSpec
 from ledger.spec.common import StrictModel
 from ledger.spec.common import located as _located
 
@@ -72,7 +72,7 @@ class HaltingHead(StrictModel):
     beta: float = Field(default=0.01, ge=0, description="PonderNet's weight of KL(halting || prior).")
 
 
-class AdaptiveDepthClaim(_ClaimCommon):
+class AdaptiveDepthClaim(ClaimSpec):
     """An exit rule against forced depth on the same rows (each row read at loops 1..K; forced = the loop its
     question names). ``right_depth``: the share of rows where the rule stopped at the row's depth, at least (or
     at most) ``share``. ``noninferior``: the answer at the chosen loop is paired non-inferior to the forced
@@ -114,4 +114,4 @@ def _measure_of(field: str) -> str:
 def declared_exit(evaluation: Any, claim: AdaptiveDepthClaim) -> bool:
     """Whether an arm's evaluation declares the claim's rule at the claim's threshold."""
     wanted = claim.exit_rule().label()
-    return any(rule.label() == wanted for rule in getattr(evaluation, "exit_rules", ()))
+    return any(rule.label() == wanted for rule in evaluation.exit_rules)

@@ -14,11 +14,12 @@ from ledger.spec.common import DepthRange, LateOptions, StrictModel
 @dataclass(frozen=True)
 class GateKind(Kind):
     """A gate. ``after``: "stage" (decides the stage's checkpoint) or "arms" (compares arms once both finished);
-    ``generators`` / ``arm_kinds``: the manifests and arms it can judge (empty: any)."""
+    ``generators``: the manifests it can judge (empty: any); ``reads_loops``: it reads each row at its own depth's
+    loop, so it judges only arms read at every loop (``ArmSpec.judged_by``)."""
 
     after: str = "stage"
     generators: tuple[str, ...] = ()
-    arm_kinds: tuple[str, ...] = ()
+    reads_loops: bool = False
     reads_base: bool = False  # judged against the base's own reading of the rows (evidence arm "base:NAME")
 
 
@@ -100,7 +101,7 @@ GATE_KINDS.add(
         "ledger.judge.gates:judge_installation",
         "active-label accuracy on shallow depths",
         generators=("rule_chasing",),
-        arm_kinds=("recurrent",),
+        reads_loops=True,
     )
 )
 GATE_KINDS.add(

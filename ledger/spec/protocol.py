@@ -19,7 +19,15 @@ from pydantic import Field, PrivateAttr, model_validator
 from pydantic_core import PydanticCustomError
 
 from ledger.canonical import canonical_json, sha256_hex
-from ledger.spec.arms import Arm, DenseArm, RecurrentArm
+
+# The built-in arm kinds register themselves, in the schema's order.
+from ledger.spec import recurrent_arm  # noqa: F401
+
+# isort: split
+from ledger.spec import dense_arm  # noqa: F401
+
+# isort: split
+from ledger.spec.arms import ARM_KINDS, Arm, ArmSpec
 from ledger.spec.bases import BaseModelSpec
 from ledger.spec.common import SCHEMA_VERSION, StrictModel
 from ledger.spec.gates import GATE_KINDS, Gate
@@ -87,16 +95,14 @@ class Protocol(StrictModel):
                 if arm.init_from == arm.id:
                     problems.append(("an arm cannot continue from itself", ["arms", a, "init_from"]))
             base = self.bases.get(arm.base)
-            surgery = getattr(arm, "surgery", None)  # arms with a recurrent block
-            if surgery is not None and base is not None and base.num_layers is not None:
-                if surgery.layers_needed() > base.num_layers:
-                    problems.append(
-                        (
-                            f"surgery needs at least {surgery.layers_needed()} layers but base "
-                            f"{arm.base!r} has {base.num_layers}",
-                            ["arms", a, "surgery"],
-                        )
+            if base is not None and base.num_layers is not None and arm.layers_needed() > base.num_layers:
+                problems.append(
+                    (
+                        f"surgery needs at least {arm.layers_needed()} layers but base "
+                        f"{arm.base!r} has {base.num_layers}",
+                        ["arms", a, "surgery"],
                     )
+                )
             _unique_ids(arm.stages, f"arms.{a}.stages", problems, ["arms", a, "stages"])
             for s, stage in enumerate(arm.stages):
                 key = "mixture" if stage.mixture else "manifest"
@@ -174,7 +180,7 @@ class Protocol(StrictModel):
                 return spec
         raise KeyError(manifest_id)
 
-    def arm(self, arm_id: str) -> RecurrentArm | DenseArm:
+    def arm(self, arm_id: str) -> ArmSpec:
         for arm in self.arms:
             if arm.id == arm_id:
                 return arm
@@ -196,6 +202,14 @@ class Protocol(StrictModel):
     @property
     def sha256(self) -> str:
         return sha256_hex(self.canonical())
+
+
+# A kind registered later (a plugin, a test) joins the union of a protocol's arms.
+def _rebuild() -> None:
+    Protocol.model_rebuild(force=True)
+
+
+ARM_KINDS.on_change(_rebuild)
 
 
 def _unique_ids(items: list, where: str, problems: list, at_prefix: list | None = None) -> dict[str, Any]:

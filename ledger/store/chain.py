@@ -42,7 +42,6 @@ from ledger.store.read_only import (
     check_read_only_sql,
 )
 from ledger.store.reads import CheckpointReads, ClaimReads, EvidenceReads, ManifestReads, ProtocolReads
-from ledger.store.records import column_kind as _column_kind  # noqa: F401  (tests import it from here)
 from ledger.store.records import entry_hash, payload_leaf_hash, utc_now
 from ledger.store.rules import ConflictError, LineageRefused, PreregistrationRequired
 from ledger.store.schema_check import SchemaCheck

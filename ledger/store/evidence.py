@@ -1,4 +1,4 @@
-"""Evidence read back from the store, in the shape claims need (``EvidenceSource``).
+"""Evidence read back from the store, in the shape claims need (``ledger.store.evidence_source``).
 
 The rule every read here follows: **a claim reads only evidence recorded by runs of the protocol
 versions that registered it** (``protocol_sha256s``; an imported release is its own version), **of the
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ledger.store.chain import Store
+from ledger.store.evidence_source import Cell, EvidenceSource, LoopReading
 from ledger.store.reads import EvidenceReading
 
 
@@ -39,31 +40,10 @@ class RowsUsed(Protocol):
     def rows(self) -> tuple[str, ...]: ...
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One (row, loop) of an arm's latest checkpoint on a manifest, for persistence claims."""
-
-    row_id: str
-    depth: int
-    loop: int
-    correct: bool | None
-    behavior: str | None  # above the diagonal: advance, stay or other, where the evidence labels it
-
-
-@dataclass(frozen=True)
-class LoopReading:
-    """One (row, loop) reading with what it recorded (its exit signals and marks), and the row's answer."""
-
-    row_id: str
-    depth: int
-    loop: int
-    prediction: str | None
-    answer: str | None
-    detail: dict
-
-
 @dataclass
-class StoreEvidence:
+class StoreEvidence(EvidenceSource):
+    """The evidence interface on a ledger, scoped to the protocol versions that registered the claims."""
+
     store: Store
     protocol_sha256s: tuple[str, ...]
     _manifests: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)

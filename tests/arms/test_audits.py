@@ -9,9 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-from arms.train.audits import GradientAuditError, gradient_audit, trainable_params
 from arms.train.optim import build_optimizer
-from arms.train.update_audit import UpdateAuditError, update_audit, update_audit_from_optimizer
+from tests.arms.gradient_audit import GradientAuditError, gradient_audit, trainable_params
+from tests.arms.update_audit import UpdateAuditError, update_audit, update_audit_from_optimizer
 
 pytestmark = pytest.mark.models
 

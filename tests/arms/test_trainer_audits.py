@@ -27,7 +27,6 @@ nn = torch.nn
 
 from arms.bases.loading import tiny_qwen2_config
 from arms.model.recurrent import RecurrentLM
-from arms.train.audits import gradient_audit
 from arms.train.objectives import IGNORE_INDEX
 from arms.train.optim import build_optimizer
 from arms.train.recurrent import (
@@ -39,9 +38,10 @@ from arms.train.recurrent import (
     recurrent_loss,
 )
 from arms.train.step import take_step
-from arms.train.update_audit import UpdateAuditError, update_audit
 from ledger.reader.shared import Reader
 from ledger.rows.manifest import Row
+from tests.arms.gradient_audit import gradient_audit
+from tests.arms.update_audit import UpdateAuditError, update_audit
 
 pytestmark = pytest.mark.models
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.judge.claims import MemoryEvidence, evaluate_claim
+from ledger.judge.claims import evaluate_claim
 from ledger.spec.claims import FrontierClaim
+from tests.judge.memory_evidence import MemoryEvidence
 
 
 def claim(threshold: float, direction: str = "at_least") -> FrontierClaim:

@@ -8,10 +8,11 @@ import pytest
 from scipy.stats import binomtest
 
 from ledger.judge.claim_files import evaluate_claims
-from ledger.judge.claims import MemoryEvidence, evaluate_claim
+from ledger.judge.claims import evaluate_claim
 from ledger.judge.noninferiority import tango_score_statistic
 from ledger.spec.claims import ClaimFile, FrontierClaim, PairedExactClaim
 from ledger.spec.loader import ProtocolError
+from tests.judge.memory_evidence import MemoryEvidence
 
 
 def _rows(pattern: str) -> dict[str, tuple[int, bool]]:

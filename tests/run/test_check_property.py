@@ -65,7 +65,8 @@ def sensible(draw: Any) -> bool:
 
 @st.composite
 def stages(draw: Any, kind: str, gate_ids: list[str], dense_objective: str) -> dict:
-    own = [objective.name for objective in OBJECTIVES if kind in objective.arm_kinds]
+    model = "one_pass" if kind == "dense" else "looped"  # what each built-in kind's `trains` accepts
+    own = [objective.name for objective in OBJECTIVES if model in objective.models]
     if kind == "dense" and sensible(draw):
         own = [dense_objective]  # one SFT format per dense arm
     objective = draw(st.sampled_from(own if sensible(draw) else OBJECTIVES.names()))
@@ -184,8 +185,7 @@ def protocol_documents(draw: Any) -> dict:
                 stage["gates"] = [
                     g
                     for g in stage["gates"]
-                    if not GATE_KINDS[GATES_BY_ID[g]["kind"]].arm_kinds
-                    or arm["kind"] in GATE_KINDS[GATES_BY_ID[g]["kind"]].arm_kinds
+                    if not GATE_KINDS[GATES_BY_ID[g]["kind"]].reads_loops or arm["kind"] == "recurrent"
                 ]
         used = {gate_id for arm in arm_list for stage in arm["stages"] for gate_id in stage["gates"]}
         gates = [g for g in gates if g["id"] in used or GATE_KINDS[g["kind"]].after != "stage"]

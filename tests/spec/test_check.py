@@ -155,7 +155,10 @@ CASES = {
     "max_new_tokens_on_a_recurrent_arm": (max_new_tokens_on_a_recurrent_arm, "do not read evaluation.max_new_tokens"),
     "unknown_optimizer_group": (unknown_optimizer_group, "arm A trains no group 'lora'"),
     "depth_gate_after_a_stage": (depth_gate_after_a_stage, "is judged after its arms finish"),
-    "installation_gate_on_a_dense_arm": (installation_gate_on_a_dense_arm, "judges recurrent arms, not dense"),
+    "installation_gate_on_a_dense_arm": (
+        installation_gate_on_a_dense_arm,
+        "a installation gate cannot judge dense arms",
+    ),
     "guardrail_on_chain_rows": (
         guardrail_on_chain_rows,
         "a guardrail gate reads arithmetic, choice_file rows, not rule_chasing",

@@ -195,7 +195,7 @@ def test_chain_construction_by_hand(template):
 
 
 def _kind(table_name: str, column: str) -> str:
-    from ledger.store.chain import _column_kind
+    from ledger.store.records import column_kind as _column_kind
 
     return _column_kind(model_table(table_name).c[column])
 
