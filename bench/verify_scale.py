@@ -3,12 +3,13 @@
     .venv/bin/python bench/verify_scale.py                       # 100k and 1M evidence rows, side by side
     .venv/bin/python bench/verify_scale.py --rows 20000 200000   # any sizes
     .venv/bin/python bench/verify_scale.py --keep runs/bench-verify   # keep (and reuse) the ledgers built
+    .venv/bin/python bench/verify_scale.py --small               # 2k and 4k rows of a 100-row manifest (the suite's)
 
 A script, not a test. For each size it builds (once; `--keep` reuses them) a ledger as a long
 project leaves it: one registered protocol with a 1,000-row evaluation manifest, arms A and B
 evaluated at loops 1-10 by many checkpoints each (every one a run of its own, its file on disk),
-so that most rows are history no claim reads; the claims (a paired exact test and two accuracy
-claims with a Holm family) read the final checkpoints. Then, each in a fresh process:
+so that most rows are history no claim reads; the claims (two paired exact tests in a Holm family, and
+two accuracy claims) read the final checkpoints. Then, each in a fresh process:
 
 * `ledger verify claims.yaml` (chain, schema, heads, claims, the claims' checkpoint lineage);
 * `ledger verify claims.yaml --all` (plus every recorded file re-hashed: what re-hashing adds);
@@ -53,16 +54,17 @@ protocol: bench-verify
 correction: holm
 claims:
   - {id: A_beats_B, statement: A beats B., statistic: paired_exact, arms: [A, B], manifest: eval, direction: greater, alpha: 0.05, family: main}
-  - {id: A_accurate, statement: A is accurate., statistic: accuracy, arm: A, manifest: eval, threshold: 0.5, family: main}
+  - {id: A_beats_B_deep, statement: A beats B at depths 6-10., statistic: paired_exact, arms: [A, B], manifest: eval, rows: {depths: [6, 10]}, direction: greater, alpha: 0.05, family: main}
+  - {id: A_accurate, statement: A is accurate., statistic: accuracy, arm: A, manifest: eval, threshold: 0.5}
   - {id: B_deep, statement: B fails at depth 10., statistic: accuracy, arm: B, manifest: eval, rows: {depths: [10, 10]}, threshold: 0.5, direction: at_most}
 """
 
 LOOPS = 10
-EVAL_ROWS = 1000  # 100 per depth, depths 1-10
+EVAL_ROWS = 1000  # 100 per depth, depths 1-10 (--small: 100)
 ENTRY_ROWS = 10_000  # evidence rows per chain entry: one checkpoint's evaluation
 
 
-def build(folder: Path, n_rows: int) -> str:
+def build(folder: Path, n_rows: int, eval_rows: int = EVAL_ROWS) -> str:
     """A ledger in ``folder`` with ``n_rows`` evidence rows (rounded to whole checkpoint evaluations)."""
     from ledger.cli.main import main
     from ledger.rows.builder import build_manifests
@@ -73,7 +75,7 @@ def build(folder: Path, n_rows: int) -> str:
     if (folder / "built").is_file():
         return db
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "protocol.yaml").write_text(PROTOCOL.format(per_depth=EVAL_ROWS // 10), encoding="utf-8")
+    (folder / "protocol.yaml").write_text(PROTOCOL.format(per_depth=eval_rows // 10), encoding="utf-8")
     (folder / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
     previous = Path.cwd()
     os.chdir(folder)
@@ -143,20 +145,27 @@ def timed(folder: Path, argv: list[str]) -> tuple[float, float, int]:
         _, status, usage = os.wait4(child.pid, 0)
     elapsed = time.perf_counter() - started
     child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        tail = (folder / "verify.out").read_text(encoding="utf-8").strip().splitlines()[-3:]
+        print(f"  `ledger {' '.join(argv[:2])}` exited {child.returncode}: " + " / ".join(tail), flush=True)
     return elapsed, usage.ru_maxrss / 1024, child.returncode
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--keep", type=Path, help="build the ledgers here and reuse them on the next run")
+    parser.add_argument("--small", action="store_true", help="2,000 and 4,000 rows of a 100-row manifest (seconds)")
     args = parser.parse_args()
+    eval_rows = EVAL_ROWS
+    if args.small:
+        args.rows, eval_rows = [2_000, 4_000], 100
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench-verify-"))
     results: dict[int, dict[str, tuple[float, float, int]]] = {}
     for n_rows in args.rows:
         folder = base / f"rows-{n_rows}"
         print(f"ledger of {n_rows:,} evidence rows in {folder}", flush=True)
-        db = build(folder, n_rows)
+        db = build(folder, n_rows, eval_rows)
         from ledger.store import open_store
 
         with open_store(db, read_only=True) as store:
@@ -180,7 +189,9 @@ def main() -> None:
     print(
         f"(peak memory of this process, which built the ledgers: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB)"
     )
+    failed = any(code != 0 for sizes in results.values() for _, _, code in sizes.values())
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
