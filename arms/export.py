@@ -80,8 +80,8 @@ def load_exported(folder: str | Path, device: str = "cpu"):
     from arms.bases.loading import load_base
     from arms.device import place, resolve_device
     from arms.runtime import build_runtime
+    from ledger.protocol.protocol import Protocol
     from ledger.reader.shared import Reader
-    from ledger.spec.protocol import Protocol
 
     folder = Path(folder)
     meta = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))

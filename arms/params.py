@@ -17,7 +17,7 @@ import torch
 from arms.bases.loading import BaseModelNotFound, _how_to, qwen25_05b_config, qwen25_15b_config
 from arms.model.accounting import count_parameters, surgery_cost_ratio
 from arms.model.flops import fixed_depth_flops_per_token, recurrent_counts
-from ledger.spec.arms import ARM_KINDS, BUDGETS
+from ledger.protocol.arms import ARM_KINDS, BUDGETS
 
 KNOWN_SHAPES = {
     "Qwen/Qwen2.5-0.5B-Instruct": qwen25_05b_config,
@@ -121,7 +121,7 @@ def protocol_params(protocol, loops=(1, 4, 8, 12), protocol_dir=None) -> list[Ar
     A base `source` written relative to the protocol file ("../bases/...") resolves
     against `protocol_dir` (the file's folder), as `ledger run` resolves it.
     """
-    from ledger.spec.bases import base_location
+    from ledger.protocol.bases import base_location
 
     models = {}
     results = []

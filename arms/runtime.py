@@ -27,8 +27,8 @@ from arms.train.distributed import SINGLE, World
 from arms.train.first_update import FirstUpdate
 from arms.train.step import StageLosses, TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
+from ledger.protocol.arms import ARM_KINDS, BUDGETS, OBJECTIVES
 from ledger.reader.shared import Reader
-from ledger.spec.arms import ARM_KINDS, BUDGETS, OBJECTIVES
 
 ProgressFn = Callable[[int, float], None]
 __all__ = ["ArmRuntime", "DenseRuntime", "Reading", "RecurrentRuntime", "TrainingDiverged", "build_runtime"]
@@ -388,7 +388,7 @@ class DenseRuntime(ArmRuntime):
     def evaluate(self, rows, evaluation, progress: Tick = None) -> list[Reading]:
         from arms.dense.generate import DenseArm
 
-        assert self.mode is not None  # every dense objective has a target format (ledger.spec.arms)
+        assert self.mode is not None  # every dense objective has a target format (ledger.protocol.arms)
         arm = DenseArm(self.model, self.tokenizer, self.reader, mode=self.mode)
         generations = arm.generate(
             rows, max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size, on_batch=progress

@@ -310,7 +310,7 @@ def train_protocol(settings: Settings, steps: int) -> Any:
     supervision at forced depth, AdamW at the protocol's rate, in the protocol's dtype (bf16)."""
     import yaml
 
-    from ledger.spec.loader import parse_protocol
+    from ledger.protocol.loader import parse_protocol
 
     stage = {
         "id": "extend",

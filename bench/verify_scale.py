@@ -67,8 +67,8 @@ ENTRY_ROWS = 10_000  # evidence rows per chain entry: one checkpoint's evaluatio
 def build(folder: Path, n_rows: int, eval_rows: int = EVAL_ROWS) -> str:
     """A ledger in ``folder`` with ``n_rows`` evidence rows (rounded to whole checkpoint evaluations)."""
     from ledger.cli.main import main
+    from ledger.protocol.loader import load_protocol
     from ledger.rows.builder import build_manifests
-    from ledger.spec.loader import load_protocol
     from ledger.store import open_store
 
     db = f"sqlite:///{folder / 'ledger.db'}"

@@ -1,7 +1,7 @@
 """Kinds from outside this package: a plugin is a module that registers kinds when it is imported.
 
 A researcher's own arm kind, statistic or gate lives in their own package: its spec subclasses the extension
-point's base (``ledger.spec.arms.ArmSpec`` for an arm kind) and its module adds a ``Kind`` to the registry
+point's base (``ledger.protocol.arms.ArmSpec`` for an arm kind) and its module adds a ``Kind`` to the registry
 (``ARM_KINDS.add(ArmKind(...))``), naming its implementation as ``"module:attribute"``. ``ledger`` imports
 every plugin before it reads a protocol: the modules named in ``LEDGER_PLUGINS`` (comma-separated), then
 every entry point of the group ``ledger.plugins`` that an installed distribution declares, as pytest finds

@@ -1,7 +1,7 @@
 """Registries: one per extension point (arm kinds, bridges, budgets, recurrence schedules,
 objectives, claim statistics, gate kinds, task generators).
 
-A kind is declared once, where its spec model lives (``ledger/spec/``): its name, its
+A kind is declared once, where its spec model lives (``ledger/protocol/``): its name, its
 spec model, what it supports and its implementation. The implementation is named as
 ``"module:attribute"`` and imported only when first used, so the schema stays
 torch-free while an arm kind's implementation lives in ``arms/``. The protocol's

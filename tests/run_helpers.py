@@ -24,8 +24,8 @@ def ledger_cli(*args: str, env: dict | None = None, timeout: int = 900) -> subpr
 
 
 def digest(db: Path) -> tuple[int, str]:
+    from ledger.protocol.loader import load_protocol
     from ledger.run.records import evidence_digest
-    from ledger.spec.loader import load_protocol
     from ledger.store import open_store
 
     with open_store(f"sqlite:///{db}") as store:

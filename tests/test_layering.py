@@ -22,7 +22,7 @@ STAGES: tuple[tuple[str, int], ...] = (
     ("ledger.canonical", 0),
     ("ledger.registry", 0),
     ("ledger.environment", 0),
-    ("ledger.spec", 10),
+    ("ledger.protocol", 10),
     ("ledger.rows", 20),
     ("ledger.reader", 30),
     ("arms.bases", 31),
@@ -134,7 +134,7 @@ def test_ledger_keeps_models_out(path: Path) -> None:
 
 def test_the_checker_sees_an_upward_and_a_heavy_import(tmp_path: Path) -> None:
     """The checker itself: a planted upward import and a top-level torch import are found."""
-    planted = ROOT / "ledger" / "spec" / "_planted_for_test.py"
+    planted = ROOT / "ledger" / "protocol" / "_planted_for_test.py"
     planted.write_text("import torch\n\ndef f():\n    from ledger.judge import stats\n")
     try:
         found = imports_of(planted)

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import torch
 
-from ledger.spec.bases import parse_builtin
+from ledger.protocol.bases import parse_builtin
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[BOS]", "[EOS]")
 _WORD = re.compile(r"\w+|[^\w\s]+")

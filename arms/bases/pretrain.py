@@ -86,7 +86,7 @@ def _encode(tokenizer, examples: Sequence[Example], max_len: int):
 
 def _lr_at(recipe: PretrainRecipe, step: int) -> float:
     """Learning rate at ``step`` (0-based); the schedule always spans ``recipe.steps``."""
-    from ledger.spec.arms import LrSchedule
+    from ledger.protocol.arms import LrSchedule
 
     schedule = LrSchedule(kind=recipe.schedule, warmup_steps=recipe.warmup, min_lr_ratio=recipe.min_lr_ratio)
     return recipe.lr * schedule.scale(step, recipe.steps)

@@ -148,7 +148,7 @@ class PretrainRecipe(_Strict):
 
 def load_recipe(path: str | os.PathLike) -> PretrainRecipe:
     """A recipe file, validated strictly; errors name the file, line and field (``ProtocolError``)."""
-    from ledger.spec.loader import load_model_file
+    from ledger.protocol.loader import load_model_file
 
     return load_model_file(Path(path), PretrainRecipe, "pretraining recipe")
 

@@ -147,7 +147,7 @@ def surgery_cost_ratio(surgery: Surgery, loops: int) -> float:
 
 
 # ----------------------------------------------------------------------------- the budget kinds' counters
-# (``ledger.spec.arms.BUDGETS``, ``counter``): (trainable parameters, a one-line breakdown) from configs alone.
+# (``ledger.protocol.arms.BUDGETS``, ``counter``): (trainable parameters, a one-line breakdown) from configs alone.
 
 
 def count_full_block(surgery: Any, bridge: Any, spec: Any) -> tuple[int, str]:

@@ -455,7 +455,7 @@ def unload_adapter(model: AdapterRecurrentLM) -> RecurrentLM:
 
 
 # ----------------------------------------------------------------------------- the budget kinds' entry points
-# (``ledger.spec.arms.BUDGETS``): a budget spec applied to a freshly built RecurrentLM.
+# (``ledger.protocol.arms.BUDGETS``): a budget spec applied to a freshly built RecurrentLM.
 
 
 def full_block_budget(model: RecurrentLM, spec: Any, seed: int) -> tuple[RecurrentLM, dict[str, list[nn.Parameter]]]:

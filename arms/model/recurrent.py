@@ -120,9 +120,9 @@ class RecurrentLM(nn.Module):
         block_norms: bool = False,
         **kwargs,
     ) -> RecurrentLM:
-        """Cut `model` and attach a fresh bridge (a kind of ``ledger.spec.arms.BRIDGES``, or None) on its
+        """Cut `model` and attach a fresh bridge (a kind of ``ledger.protocol.arms.BRIDGES``, or None) on its
         device/dtype. `adapter_init` is the concat adapter's init; `state_norm` the split bridge's."""
-        from ledger.spec.arms import BRIDGES
+        from ledger.protocol.arms import BRIDGES
 
         surgery = make_surgery(model, split=split, tuple_=tuple_)
         hidden = cast(Any, model.config).hidden_size

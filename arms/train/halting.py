@@ -1,4 +1,4 @@
-"""A learned halting head (choosing depth, SPEC section 5 "adaptive depth"; ``ledger/spec/depth_choice.py``).
+"""A learned halting head (choosing depth, SPEC section 5 "adaptive depth"; ``ledger/protocol/depth_choice.py``).
 
 The head reads the block state at the answer position of every loop 1..K and gives lambda_t, the probability
 of halting at loop t having not halted before; lambda_K is taken as 1, so the halting distribution
@@ -77,7 +77,7 @@ def supervised_loss(lambdas: Tensor, depths: Tensor) -> Tensor:
     return -log_p.gather(0, (depths.long() - 1).unsqueeze(0)).mean()
 
 
-# The objectives' entry points (``ledger.spec.arms.OBJECTIVES``): the head's halting probabilities, the frozen
+# The objectives' entry points (``ledger.protocol.arms.OBJECTIVES``): the head's halting probabilities, the frozen
 # readouts restricted to the reader's symbols [loops, batch, n_symbols], the batch, the head's spec.
 
 
@@ -124,7 +124,7 @@ def frozen_readouts(model: nn.Module, input_ids: Tensor, attention_mask: Tensor,
 def halting_stage_loss(runtime, rows, stage, step: int) -> Tensor:
     """A halting stage's loss for one batch: every row read to the head's max_loops, frozen; the head learns."""
     from arms.train.recurrent import make_recurrent_batch
-    from ledger.spec.arms import OBJECTIVES
+    from ledger.protocol.arms import OBJECTIVES
 
     spec = runtime.arm.halting()
     loops = spec.max_loops

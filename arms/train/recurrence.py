@@ -232,7 +232,7 @@ class StepRecurrence:
 
 def stage_recurrence(spec, step: int, steps: int, seed: int) -> StepRecurrence:
     """The draw of step ``step`` of a ``steps``-step stage for a ``poisson_lognormal`` spec
-    (``ledger.spec.training.PoissonLognormalRecurrence``): the curriculum of the mean and of the
+    (``ledger.protocol.training.PoissonLognormalRecurrence``): the curriculum of the mean and of the
     backprop depth at that step, then the sampler seeded by ``(seed, step)``, so every rank and
     every resume draws the same."""
     mean = float(spec.mean)

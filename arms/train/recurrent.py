@@ -48,7 +48,7 @@ from arms.train.objectives import (
     outcome_loss,
 )
 from arms.train.recurrence import ForcedRecurrence
-from ledger.spec.arms import OBJECTIVES as OBJECTIVE_KINDS
+from ledger.protocol.arms import OBJECTIVES as OBJECTIVE_KINDS
 
 __all__ = [
     "OBJECTIVES",
@@ -239,7 +239,7 @@ def objective_loss(
     return OBJECTIVE_KINDS.implementation(objective)(symbol_logits, batch, anneal_weight)
 
 
-# The recurrent objectives' entry points (``ledger.spec.arms.OBJECTIVES``): restricted logits -> loss.
+# The recurrent objectives' entry points (``ledger.protocol.arms.OBJECTIVES``): restricted logits -> loss.
 
 
 def intermediate_objective(symbol_logits: Tensor, batch: RecurrentBatch, weight: float | None = None) -> Tensor:

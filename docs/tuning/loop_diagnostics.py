@@ -24,10 +24,10 @@ import torch
 from arms.bases.loading import load_base
 from arms.model.recurrent import last_token_positions, positions_from_mask
 from arms.runtime import build_runtime
+from ledger.protocol.loader import load_protocol
 from ledger.reader.shared import Reader
 from ledger.rows.builder import build_manifests
 from ledger.rows.tasks.alphabets import resolve_alphabet
-from ledger.spec.loader import load_protocol
 
 
 def first_error_kind(row, t: int, pred: str) -> str:

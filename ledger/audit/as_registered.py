@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.canonical import canonical_json
-from ledger.spec.claims import ClaimFile
+from ledger.protocol.claims import ClaimFile
 from ledger.store import Store
 
 ENTRY_KIND = "claim_file"

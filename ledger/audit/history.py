@@ -18,9 +18,9 @@ from pydantic import ValidationError
 from ledger.audit.as_registered import registered_claim_files
 from ledger.audit.preregistration import claim_key
 from ledger.judge.claim_files import evaluate_claims
-from ledger.spec.claims import ClaimFile
+from ledger.protocol.claims import ClaimFile
 from ledger.store.evidence import StoreEvidence
-from ledger.store.reads.protocols import RecordedDeviation, RegisteredProtocol
+from ledger.store.lookups.protocols import RecordedDeviation, RegisteredProtocol
 
 if TYPE_CHECKING:
     from ledger.store import Store

@@ -6,13 +6,14 @@ Everything here reads; nothing is written.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from ledger.canonical import sha256_file, sha256_hex
+from ledger.protocol.loader import ProtocolError, load_protocol
 from ledger.rows.builder import build_manifests
-from ledger.spec.loader import ProtocolError, load_protocol
 from ledger.store import Store
-from ledger.store.objects import default_artifact_root, locate
+from ledger.store.artifacts import open_artifacts
 
 Finding = tuple[str, str]  # (integrity, message)
 
@@ -20,10 +21,9 @@ Finding = tuple[str, str]  # (integrity, message)
 class Integrity:
     """Re-hashing shared by the claims of one verify (each item is checked once)."""
 
-    def __init__(self, store: Store, artifacts: list[Path] | None = None):
+    def __init__(self, store: Store, artifacts: Sequence[str | Path] | None = None):
         self.store = store
-        # --artifacts folders first, then the ledger's own root (its files may have moved with it)
-        self.roots = [*(artifacts or []), default_artifact_root(store.url)]
+        self.artifacts = open_artifacts(artifacts, store.url)  # --artifacts first, then the ledger's own root
         self.manifest_cache: dict[str, list[str]] = {}
         self.checkpoint_cache: dict[str, Finding | None] = {}
 
@@ -85,11 +85,11 @@ class Integrity:
         record = self.store.checkpoint(sha)
         if record is None:
             return ("tampered", f"checkpoint {sha[:12]} is not in the ledger")
-        file = locate(record.path, sha, self.roots)
+        file = self.artifacts.locate(record.path, sha)
         if file is None:
             if not record.path:
                 return ("unverifiable", f"checkpoint {sha[:12]} ({record.arm}) has no file to re-hash")
-            searched = ", ".join(str(root) for root in self.roots)
+            searched = self.artifacts.searched()
             return ("unverifiable", f"checkpoint file {record.path} not found (searched {searched}; see --artifacts)")
         actual = sha256_file(file)
         if actual != sha:

@@ -28,11 +28,11 @@ from typing import Any
 
 from ledger.audit.preregistration import RegistrationRefused
 from ledger.canonical import canonical_json, sha256_hex
+from ledger.protocol.protocol import Protocol
 from ledger.rows.contamination import contamination_key
 from ledger.rows.manifest import Manifest, Row
-from ledger.spec.protocol import Protocol
 from ledger.store import Store
-from ledger.store.reads import RegisteredProtocol
+from ledger.store.lookups import RegisteredProtocol
 
 
 class PeekingRefused(RegistrationRefused):

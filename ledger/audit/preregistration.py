@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from ledger.canonical import sha256_file
+from ledger.protocol.check import CheckedProtocol, check_protocol_file
+from ledger.protocol.claims import ClaimFile, check_claims_against, claim_manifests, load_claims
+from ledger.protocol.loader import ProtocolError, ProtocolIssue
+from ledger.protocol.protocol import Protocol
 from ledger.rows.builder import build_manifests
-from ledger.spec.check import CheckedProtocol, check_protocol_file
-from ledger.spec.claims import ClaimFile, check_claims_against, claim_manifests, load_claims
-from ledger.spec.loader import ProtocolError, ProtocolIssue
-from ledger.spec.protocol import Protocol
 from ledger.store import Store
-from ledger.store.reads import RecordedDeviation, RegisteredProtocol
+from ledger.store.lookups import RecordedDeviation, RegisteredProtocol
 
 TIMINGS = ("before_data", "after_data", "after_analysis")
 

@@ -3,7 +3,7 @@ ledger's log at a (signed) head, checkable with nothing but the proof file and t
 
 A proof file is JSON: the entry's stored payload (its canonical JSON: kind, seq, data and the domain
 rows it wrote), its leaf index, the tree size and root it is proven against, the RFC 6962 audit path,
-and optionally the signed checkpoint of that head. ``check_proof`` recomputes the leaf hash
+and optionally the signed tree head of that head. ``check_proof`` recomputes the leaf hash
 ``SHA-256(0x00 || payload)`` and runs RFC 9162's inclusion verifier (``ledger.store.merkle``); with a
 signed head it first verifies the signature and that the head names the same size and root.
 """
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.audit.signed_head import (
-    Checkpoint,
     SignedHeadError,
+    TreeHead,
     VerifierKey,
-    open_signed_checkpoint,
-    unverified_checkpoint,
+    open_signed_tree_head,
+    unverified_tree_head,
 )
 from ledger.store import Store, merkle
 
@@ -33,14 +33,14 @@ class ProofError(ValueError):
 def prove(store: Store, seq: int, *, size: int | None = None, signed_head: str | None = None) -> dict[str, Any]:
     """The inclusion proof of chain entry ``seq`` against the head of ``size`` entries (default: now).
 
-    ``signed_head``: a signed checkpoint the proof is made against (its size is used, and the ledger's
+    ``signed_head``: a signed tree head the proof is made against (its size is used, and the ledger's
     root at that size must equal the checkpoint's: else this ledger does not extend the published head)."""
     entries = store.rows_of("chain_entries")
     leaves = [merkle.leaf_hash(entry["payload"].encode()) for entry in entries]  # recomputed, not trusted
     seqs = [int(entry["seq"]) for entry in entries]
     checkpoint = None
     if signed_head is not None:
-        checkpoint = unverified_checkpoint(signed_head)
+        checkpoint = unverified_tree_head(signed_head)
         size = checkpoint.size
     size = len(leaves) if size is None else size
     if not 0 < size <= len(leaves):
@@ -101,7 +101,7 @@ def check_proof(document: Any, key: VerifierKey | None = None, signed_head: str 
         if key is None:
             raise ProofError("the proof is against a signed head: give the public key that signed it (--key)")
         try:
-            checkpoint: Checkpoint = open_signed_checkpoint(str(head_text), key)
+            checkpoint: TreeHead = open_signed_tree_head(str(head_text), key)
         except SignedHeadError as exc:
             raise ProofError(str(exc)) from None
         if (checkpoint.size, checkpoint.root) != (size, root):

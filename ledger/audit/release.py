@@ -23,10 +23,10 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from ledger.canonical import sha256_file
+from ledger.protocol.common import StrictModel, _located
+from ledger.protocol.loader import load_model_file
 from ledger.reader.shared import read_generated_text_detail, row_symbols
 from ledger.rows.manifest import Manifest, Row
-from ledger.spec.common import StrictModel, _located
-from ledger.spec.loader import load_model_file
 
 
 class ReleaseError(ValueError):
@@ -137,7 +137,7 @@ class ReleaseMapping(StrictModel):
 
 
 @dataclass(frozen=True)
-class EvidenceRecord:
+class ReleasedPrediction:
     """One prediction of one arm on one row at one loop (loop None: read once)."""
 
     row_id: str
@@ -158,7 +158,7 @@ class LoadedRelease:
     mapping: ReleaseMapping
     root: Path
     manifests: dict[str, Manifest]
-    evidence: dict[tuple[str, str, str], list[EvidenceRecord]]  # (arm, manifest, file) -> records
+    evidence: dict[tuple[str, str, str], list[ReleasedPrediction]]  # (arm, manifest, file) -> records
     counts: dict[str, dict[int, tuple[int, int]]]
     file_hashes: dict[str, str] = field(default_factory=dict)  # relative file -> sha256 of its bytes
 
@@ -309,7 +309,7 @@ def load_release(mapping_path: str | Path, root_override: str | Path | None = No
         path = root / prediction.file
         by_id = loaded.manifests[prediction.manifest].by_id()
         loaded.file_hashes[prediction.file] = sha256_file(path)
-        records: list[EvidenceRecord] = []
+        records: list[ReleasedPrediction] = []
         unknown: list[str] = []
         for number, record in enumerate(read_records(path), start=1):
             where = f"{path}:{number}"
@@ -354,7 +354,7 @@ def load_release(mapping_path: str | Path, root_override: str | Path | None = No
     return loaded
 
 
-def _evidence(spec: ReleasePredictions, record: dict, row: Row, where: str) -> EvidenceRecord:
+def _evidence(spec: ReleasePredictions, record: dict, row: Row, where: str) -> ReleasedPrediction:
     loop: int | None
     if isinstance(spec.loop, int):
         loop = spec.loop
@@ -396,6 +396,6 @@ def _evidence(spec: ReleasePredictions, record: dict, row: Row, where: str) -> E
                 f"{where}: field {spec.behavior.field!r} is {raw!r}, not one of the mapped labels ({known})"
             )
         behavior = spec.behavior.values[raw]
-    return EvidenceRecord(
+    return ReleasedPrediction(
         row.row_id, spec.arm, loop, prediction, target, correct, margin=margin, rule=rule, behavior=behavior
     )

@@ -130,7 +130,7 @@ def parse_verifier_key(text: str) -> VerifierKey:
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class TreeHead:
     origin: str
     size: int
     root: bytes  # 32 bytes
@@ -143,7 +143,7 @@ class Checkpoint:
         return self.root.hex()
 
 
-def parse_checkpoint(text: str) -> Checkpoint:
+def parse_tree_head(text: str) -> TreeHead:
     lines = text.split("\n")
     if len(lines) < 4 or lines[-1] != "":
         raise SignedHeadError("a checkpoint is origin, tree size and root hash, one per line, ending in a newline")
@@ -156,7 +156,7 @@ def parse_checkpoint(text: str) -> Checkpoint:
         raise SignedHeadError("checkpoint: the root hash is not base64") from None
     if len(digest) != 32:
         raise SignedHeadError("checkpoint: the root hash is not 32 bytes")
-    return Checkpoint(origin, int(size), digest)
+    return TreeHead(origin, int(size), digest)
 
 
 def sign_note(text: str, key: SigningKey) -> str:
@@ -175,10 +175,10 @@ def _split_note(note: str) -> tuple[str, str]:
     return text + "\n", signatures
 
 
-def unverified_checkpoint(note: str) -> Checkpoint:
+def unverified_tree_head(note: str) -> TreeHead:
     """The checkpoint a signed note carries, its signatures NOT checked (to pick the size to prove against;
     whoever checks the proof verifies the signature)."""
-    return parse_checkpoint(_split_note(note)[0])
+    return parse_tree_head(_split_note(note)[0])
 
 
 def open_note(note: str, key: VerifierKey) -> str:
@@ -209,11 +209,11 @@ def open_note(note: str, key: VerifierKey) -> str:
     return text
 
 
-def sign_checkpoint(checkpoint: Checkpoint, key: SigningKey) -> str:
+def sign_tree_head(checkpoint: TreeHead, key: SigningKey) -> str:
     """The checkpoint as a signed note."""
     return sign_note(checkpoint.text(), key)
 
 
-def open_signed_checkpoint(note: str, key: VerifierKey) -> Checkpoint:
+def open_signed_tree_head(note: str, key: VerifierKey) -> TreeHead:
     """The checkpoint of a signed note, once ``key``'s signature on it verifies; else ``SignedHeadError``."""
-    return parse_checkpoint(open_note(note, key))
+    return parse_tree_head(open_note(note, key))

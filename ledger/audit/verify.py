@@ -13,7 +13,7 @@ the separate, explicit steps of ``ledger.audit.recording``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,11 @@ from ledger.canonical import canonical_json, sha256_hex
 from ledger.environment import environment_differences, recorded_environments
 from ledger.judge.claim_files import evaluate_claims
 from ledger.judge.claims import ClaimResult
-from ledger.spec.claims import ClaimFile, claim_manifests, claim_subjects, load_claims, manifest_of
-from ledger.spec.loader import ProtocolError
+from ledger.protocol.claims import ClaimFile, claim_manifests, claim_subjects, load_claims, manifest_of
+from ledger.protocol.loader import ProtocolError
 from ledger.store import Store
 from ledger.store.evidence import StoreEvidence
-from ledger.store.reads import RecordedDeviation
+from ledger.store.lookups import RecordedDeviation
 
 __all__ = [
     "EXIT_OK",
@@ -100,7 +100,7 @@ def verify(
     root: str | Path | None = None,
     since_head: tuple[str, int] | None = None,
     releases: Mapping[Path, LoadedRelease] | None = None,
-    artifacts: list[Path] | None = None,
+    artifacts: Sequence[str | Path] | None = None,
     every_file: bool = False,
     environment: Mapping[str, Any] | None = None,
 ) -> VerifyReport:

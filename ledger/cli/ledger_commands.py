@@ -17,8 +17,8 @@ from ledger.cli.common import EXIT_OK, EXIT_REFUSED, CommandError, _store, err, 
 
 def cmd_register(args: argparse.Namespace) -> int:
     from ledger.audit.preregistration import RegistrationRefused, register
+    from ledger.protocol.check import check_protocol_file
     from ledger.rows.builder import build_manifests
-    from ledger.spec.check import check_protocol_file
 
     checked = check_protocol_file(args.protocol)  # refused before the database is opened (or created)
     manifests = _built(build_manifests, checked.protocol)
@@ -50,7 +50,7 @@ def _built(build_manifests, protocol):
 
 
 def _ledgers_to_consult(protocol: str, also_db: list[str] | None) -> list[str]:
-    from ledger.spec.project import ProjectFileError, ledgers_to_consult
+    from ledger.protocol.project import ProjectFileError, ledgers_to_consult
 
     try:
         return ledgers_to_consult(protocol, also_db)
@@ -78,8 +78,8 @@ def _preflight(checked, manifests) -> None:
 
 def cmd_deviate(args: argparse.Namespace) -> int:
     from ledger.audit.preregistration import RegistrationRefused, deviate
+    from ledger.protocol.check import check_protocol_file
     from ledger.rows.builder import build_manifests
-    from ledger.spec.check import check_protocol_file
 
     checked = check_protocol_file(args.protocol)
     _preflight(checked, _built(build_manifests, checked.protocol))  # the new version's claims and rows
@@ -117,7 +117,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _trusted_head(args: argparse.Namespace) -> tuple[str, int]:
     """(root hex, size) of a signed head whose signature verifies with the given public key."""
-    from ledger.audit.signed_head import SignedHeadError, open_signed_checkpoint
+    from ledger.audit.signed_head import SignedHeadError, open_signed_tree_head
     from ledger.cli.transparency_commands import load_verifier_key
 
     if not (args.trusted_head and args.key):
@@ -125,7 +125,7 @@ def _trusted_head(args: argparse.Namespace) -> tuple[str, int]:
     key = load_verifier_key(args.key)
     try:
         note = Path(args.trusted_head).read_text(encoding="utf-8")
-        checkpoint = open_signed_checkpoint(note, key)
+        checkpoint = open_signed_tree_head(note, key)
     except (OSError, UnicodeDecodeError) as exc:
         raise CommandError(f"{args.trusted_head}: cannot read the signed head: {exc}") from None
     except SignedHeadError as exc:
@@ -162,7 +162,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         try:
             imported = import_external(store, paths, args.root) if args.import_releases else None
             releases = imported.loaded if imported is not None else None  # read once, not again by verify
-            artifacts = [Path(folder) for folder in args.artifacts or []]
+            artifacts = list(args.artifacts or [])  # folders, or KIND://... (ledger.store.artifacts)
             report = verify(
                 store,
                 paths,

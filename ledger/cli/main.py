@@ -191,10 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--root", help="folder holding release files (overrides a release mapping's root)")
     verify.add_argument(
         "--artifacts",
-        metavar="DIR",
+        metavar="DIR|KIND://...",
         action="append",
         help="also look for checkpoint files in DIR (a folder holding objects/sha256/..., e.g. a moved or "
-        "copied run folder); may be given more than once. Default: the ledger's own folder",
+        "copied run folder), or in an artifact store a plugin registers (KIND://...); may be given more than "
+        "once. Default: the ledger's own folder",
     )
     verify.add_argument(
         "--all",
@@ -270,9 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--artifacts",
-        metavar="DIR",
+        metavar="DIR|KIND://...",
         help="folder whose objects/sha256/ holds the checkpoint files (default: the SQLite ledger's folder, "
-        "else ./runs, or $LEDGER_ARTIFACTS)",
+        "else ./runs, or $LEDGER_ARTIFACTS), or an artifact store a plugin registers (KIND://...)",
     )
     run.add_argument("--resume", action="store_true", help="continue a run from what the ledger already holds")
     run.add_argument("--also-db", action="append", metavar="URL", help=ALSO_DB_HELP)
@@ -328,7 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("checkpoint", help="the checkpoint's SHA-256 (at least 8 leading hex digits)")
     export.add_argument("--out", required=True, help="output folder (must not exist)")
     export.add_argument(
-        "--artifacts", metavar="DIR", action="append", help="also look for the checkpoint file in DIR (repeatable)"
+        "--artifacts",
+        metavar="DIR|KIND://...",
+        action="append",
+        help="also look for the checkpoint file in DIR (repeatable)",
     )
     export.set_defaults(handler=cmd_export)
 
@@ -370,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # `--help` ends here: nothing heavier than argparse and rich is imported
     from ledger.plugins import PluginError, load_plugins
-    from ledger.spec.loader import ProtocolError
+    from ledger.protocol.loader import ProtocolError
 
     try:
         load_plugins()  # a plugin's kinds are registered before any protocol is read

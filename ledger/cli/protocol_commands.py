@@ -14,7 +14,7 @@ from ledger.cli.common import EXIT_OK, EXIT_REFUSED, CommandError, _store, err, 
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from ledger.spec.protocol import protocol_json_schema
+    from ledger.protocol.protocol import protocol_json_schema
 
     text = json.dumps(protocol_json_schema(), indent=2, sort_keys=True) + "\n"
     if args.out:
@@ -26,7 +26,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from ledger.spec.check import check_protocol_file
+    from ledger.protocol.check import check_protocol_file
 
     path = Path(args.protocol)
     checked = check_protocol_file(path)  # schema, registries, bases and claims: every issue, located
@@ -74,7 +74,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_manifest(args: argparse.Namespace) -> int:
-    from ledger.spec.loader import load_protocol
+    from ledger.protocol.loader import load_protocol
 
     path = Path(args.protocol)
     protocol = load_protocol(path)
@@ -89,7 +89,7 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 
 def cmd_params(args: argparse.Namespace) -> int:
-    from ledger.spec.loader import load_protocol
+    from ledger.protocol.loader import load_protocol
 
     protocol = load_protocol(args.protocol)
     try:
@@ -196,7 +196,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CommandError(f"`ledger run` needs the model extras: pip install -e '.[models]' ({exc})") from None
     from ledger.audit.preregistration import RegistrationRefused
     from ledger.cli.transparency_commands import SIGNING_KEY_ENV, load_signing_key
-    from ledger.spec.project import ledgers_to_consult
+    from ledger.protocol.project import ledgers_to_consult
     from ledger.store import StoreError
 
     key_file = os.environ.get(SIGNING_KEY_ENV, "").strip()
@@ -388,7 +388,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise CommandError(f"--out {out_dir} exists: choose a new folder")
     with _store(args, read_only=True) as store:
         try:
-            path = export_checkpoint(store, args.checkpoint, out_dir, [Path(a) for a in args.artifacts or []])
+            path = export_checkpoint(store, args.checkpoint, out_dir, list(args.artifacts or []))
         except (ExportRefused, ValueError) as exc:
             raise CommandError(str(exc)) from None
     out.print(f"exported: {path}")

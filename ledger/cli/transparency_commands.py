@@ -42,10 +42,10 @@ def load_verifier_key(path: str):
 
 def signed_head_of(store, key, origin: str | None = None) -> str:
     """The store's current head as a checkpoint signed by ``key`` (origin: the key's name by default)."""
-    from ledger.audit.signed_head import Checkpoint, sign_checkpoint
+    from ledger.audit.signed_head import TreeHead, sign_tree_head
 
     root, size = store.head()
-    return sign_checkpoint(Checkpoint(origin or key.name, size, bytes.fromhex(root)), key)
+    return sign_tree_head(TreeHead(origin or key.name, size, bytes.fromhex(root)), key)
 
 
 def _write_new(path: Path, text: str, mode: int) -> None:
@@ -211,7 +211,7 @@ def add_parsers(commands, with_db) -> None:
     head = with_db(
         commands.add_parser(
             "head",
-            help="print the ledger's Merkle root and size (ROOT:SIZE), or a signed checkpoint",
+            help="print the ledger's Merkle root and size (ROOT:SIZE), or a signed tree head",
             description="Print the RFC 6962 Merkle root over every chain entry and the number of entries. Write it "
             "down; `ledger verify --since-head ROOT:SIZE` later proves the log only grew. With --sign KEY: a C2SP "
             "tlog-checkpoint signed as a C2SP signed note (Ed25519): publish it with your claims; `ledger verify "
@@ -220,7 +220,7 @@ def add_parsers(commands, with_db) -> None:
     )
     head.add_argument("--sign", metavar="KEY", help="signing key file (from `ledger key generate`)")
     head.add_argument("--origin", help="the checkpoint's origin line (default: the key's name)")
-    head.add_argument("--out", help="also write the signed checkpoint to this new file")
+    head.add_argument("--out", help="also write the signed tree head to this new file")
     head.set_defaults(handler=cmd_head)
 
     prove = with_db(

@@ -1,4 +1,4 @@
-"""Choosing depth against forced depth (``adaptive_depth`` claims; ``ledger/spec/depth_choice.py``).
+"""Choosing depth against forced depth (``adaptive_depth`` claims; ``ledger/protocol/depth_choice.py``).
 
 Each row was read at loops 1..K with its exit signals. The judge re-derives the loop the claim's rule stops at
 from those signals (``ledger.reader.exit_rules.exit_loop``, the function the runtime marked the chosen reading
@@ -14,8 +14,8 @@ from typing import Any
 from ledger.judge import stats
 from ledger.judge.claims import ClaimResult, Unverifiable, format_p
 from ledger.judge.selection import note_rows
+from ledger.protocol.depth_choice import AdaptiveDepthClaim
 from ledger.reader.exit_rules import first_firing
-from ledger.spec.depth_choice import AdaptiveDepthClaim
 from ledger.store.evidence_source import EvidenceSource
 
 

@@ -1,4 +1,4 @@
-"""``keeps_all`` claims (``ledger.spec.checkpoint_claims.py``): every checkpoint of an arm against every condition."""
+"""``keeps_all`` claims (``ledger.protocol.checkpoint_claims.py``): every checkpoint of an arm against every condition."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from ledger.judge.claims import ClaimResult, Unverifiable, depth_tally
 from ledger.judge.selection import note_rows
-from ledger.spec.checkpoint_claims import CheckpointTrendClaim, KeepsAllClaim
+from ledger.protocol.checkpoint_claims import CheckpointTrendClaim, KeepsAllClaim
 from ledger.store.evidence_source import EvidenceSource
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ledger.judge import stats
 from ledger.judge.claims import FAMILY_FIGURES, ClaimResult, check_reported, evaluate_claim, format_p
-from ledger.spec.claims import ClaimFile
+from ledger.protocol.claims import ClaimFile
 from ledger.store.evidence_source import EvidenceSource
 
 

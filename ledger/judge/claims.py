@@ -15,7 +15,7 @@ from typing import Any
 
 from ledger.judge import stats
 from ledger.judge.selection import RowsUsed, SelectionRecorder, note_rows
-from ledger.spec.claims import (
+from ledger.protocol.claims import (
     STATISTICS,
     AccuracyClaim,
     Claim,

@@ -14,7 +14,7 @@ from typing import Any
 from ledger.judge import stats
 from ledger.judge.claims import ClaimResult, Unverifiable
 from ledger.judge.selection import note_rows
-from ledger.spec.claims import EqualFlopsClaim, PairedLossClaim, TrainingStableClaim
+from ledger.protocol.claims import EqualFlopsClaim, PairedLossClaim, TrainingStableClaim
 from ledger.store.evidence_source import EvidenceSource
 
 

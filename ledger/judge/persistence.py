@@ -12,7 +12,7 @@ from __future__ import annotations
 from ledger.judge import stats
 from ledger.judge.claims import ClaimResult, Unverifiable
 from ledger.judge.selection import note_rows
-from ledger.spec.claims import PersistenceClaim
+from ledger.protocol.claims import PersistenceClaim
 from ledger.store.evidence_source import EvidenceSource
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.judge.noninferiority import tango_noninferiority
-from ledger.spec.claims import STATISTICS, ClaimFile, manifest_of
+from ledger.protocol.claims import STATISTICS, ClaimFile, manifest_of
 
 LARGEST_SEARCH = 10_000_000  # rows: past this a claim is unwinnable in any budget ledger check allows
 

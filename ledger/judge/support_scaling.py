@@ -14,7 +14,7 @@ from typing import Any
 
 from ledger.judge import stats
 from ledger.judge.claims import ClaimResult, _rows, depth_tally
-from ledger.spec.claims import SupportScalingClaim, manifest_of
+from ledger.protocol.claims import SupportScalingClaim, manifest_of
 from ledger.store.evidence_source import EvidenceSource
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ledger.spec.depth_choice import DEFAULT_THRESHOLDS, EXIT_RULES
+from ledger.protocol.depth_choice import DEFAULT_THRESHOLDS, EXIT_RULES
 
 
 def log_distribution(scores: Mapping[str, float]) -> dict[str, float]:

@@ -17,7 +17,7 @@ from ledger.environment import recorded_environments
 from ledger.judge.stats import wilson_interval
 from ledger.store import Store
 from ledger.store.final_reading import choose_final
-from ledger.store.reads import EvidenceReading, RecordedCheckpoint, RecordedGate, RecordedOutcome, RegisteredManifest
+from ledger.store.lookups import EvidenceReading, RecordedCheckpoint, RecordedGate, RecordedOutcome, RegisteredManifest
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def _description(protocol) -> str:
 def _arms(protocol) -> str:
     """Every arm of the registered protocol with its design: surgery, bridge and re-entry (the paper's or not),
     budget; read from the registered canonical form, so the report says what ran, not what a file says now."""
-    from ledger.spec.protocol import Protocol
+    from ledger.protocol.protocol import Protocol
 
     try:
         registered = Protocol.model_validate(json.loads(protocol.canonical_json))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ledger.protocol.manifests import GENERATORS, ManifestSpec
+from ledger.protocol.protocol import Protocol
 from ledger.rows.contamination import check_contamination
 from ledger.rows.manifest import Manifest
-from ledger.spec.manifests import GENERATORS, ManifestSpec
-from ledger.spec.protocol import Protocol
 
 
 def build_manifest(spec: ManifestSpec, folder: Path | None = None) -> Manifest:

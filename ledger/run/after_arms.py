@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.spec.gates import GATE_KINDS
-from ledger.spec.manifests import GENERATORS
+from ledger.protocol.gates import GATE_KINDS
+from ledger.protocol.manifests import GENERATORS
 
 
 def depth_gates(runner: Any, outcomes: list) -> None:

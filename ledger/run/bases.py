@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledger.canonical import canonical_json, sha256_file, sha256_hex
-from ledger.spec.bases import base_location
-from ledger.spec.protocol import Protocol
+from ledger.protocol.bases import base_location
+from ledger.protocol.protocol import Protocol
+from ledger.store.artifacts import ArtifactStore
 
 __all__ = [
     "BaseUnavailable",
@@ -74,7 +75,7 @@ def weights_sha256(files: list[Path]) -> str | None:
     return sha256_hex(canonical_json({f.name: sha256_file(f) for f in files}))
 
 
-def record_base(store, objects, name: str, spec, model, files: list[Path]) -> str:
+def record_base(store, objects: ArtifactStore, name: str, spec, model, files: list[Path]) -> str:
     """The base's weights as the root checkpoint of every arm built on it (its SHA-256).
 
     A base read from one file is adopted as an object (hard-linked in, so the run folder

@@ -13,9 +13,9 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from ledger.protocol.gates import GATE_KINDS
+from ledger.protocol.protocol import Protocol
 from ledger.run.reading import read_rows
-from ledger.spec.gates import GATE_KINDS
-from ledger.spec.protocol import Protocol
 
 ROWS = 4  # rows per training step, gate reading and evaluation read
 
@@ -36,10 +36,10 @@ def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None) -> 
     """One line per arm and stage that ran; raises whatever the code raises."""
     from arms.runtime import build_runtime
     from ledger.judge.gates import GateInputs
+    from ledger.protocol.bases import base_location
     from ledger.reader.shared import Reader, row_symbols
     from ledger.rows.builder import build_manifests
     from ledger.run.bases import load_protocol_base, weights_sha256
-    from ledger.spec.bases import base_location
 
     manifests = {name: list(manifest.rows) for name, manifest in build_manifests(protocol).items()}
     symbols = list(dict.fromkeys(symbol for rows in manifests.values() for row in rows for symbol in row_symbols(row)))

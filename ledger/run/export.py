@@ -10,17 +10,18 @@ arm is refused -- before ``arms.export.write_export`` writes the folder.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
-from ledger.spec.protocol import Protocol
-from ledger.store.objects import default_artifact_root, locate
+from ledger.protocol.protocol import Protocol
+from ledger.store.artifacts import open_artifacts
 
 
 class ExportRefused(Exception):
     """The checkpoint cannot be exported as asked (exit 2, nothing written)."""
 
 
-def export_checkpoint(store, prefix: str, out: Path, artifacts: list[Path] | None = None) -> Path:
+def export_checkpoint(store, prefix: str, out: Path, artifacts: Sequence[str | Path] | None = None) -> Path:
     from arms.export import write_export
     from ledger.reader.shared import Reader
     from ledger.run.bases import load_protocol_base
@@ -35,7 +36,7 @@ def export_checkpoint(store, prefix: str, out: Path, artifacts: list[Path] | Non
     canonical = json.loads(registered[0].canonical_json)
     protocol = Protocol.model_validate(canonical)
     arm = protocol.arm(record.arm)
-    file = locate(record.path, record.sha256, [*(artifacts or []), default_artifact_root(store.url)])
+    file = open_artifacts(artifacts, store.url).locate(record.path, record.sha256)
     if file is None:
         raise ExportRefused(f"checkpoint file {record.path} not found: pass --artifacts DIR")
     registrations = store.registrations(protocol.name)

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO
 
-from ledger.spec.arms import OBJECTIVES
-from ledger.spec.protocol import Protocol
+from ledger.protocol.arms import OBJECTIVES
+from ledger.protocol.protocol import Protocol
 
 # Exhaustive balancing while groups ** chains stays below this; longest-first greedy above it.
 EXHAUSTIVE_LIMIT = 20_000

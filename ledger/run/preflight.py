@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from ledger.audit.preregistration import refuse_unwinnable
+from ledger.protocol.check import CheckedProtocol
+from ledger.protocol.manifests import GENERATORS
+from ledger.protocol.protocol import Protocol
 from ledger.reader.calibration import CalibrationError, calibrate
 from ledger.reader.shared import Reader
 from ledger.run.reading import reader_symbols
-from ledger.spec.check import CheckedProtocol
-from ledger.spec.manifests import GENERATORS
-from ledger.spec.protocol import Protocol
 
 
 class CalibrationRefused(ValueError):

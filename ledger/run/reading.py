@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.spec.manifests import GENERATORS
+from ledger.protocol.manifests import GENERATORS
 
 
 def read_rows(runtime: Any, arm: Any, manifest: Any, rows: list, progress: Any = None) -> list:

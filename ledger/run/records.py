@@ -19,7 +19,7 @@ from ledger.canonical import canonical_json, sha256_hex
 from ledger.run.bases import RunRefused
 
 if TYPE_CHECKING:
-    from ledger.store.reads import RecordedCheckpoint
+    from ledger.store.lookups import RecordedCheckpoint
 
 log = logging.getLogger("ledger.run")
 
@@ -69,7 +69,7 @@ class RunRecords:
         found = self.objects.locate(recorded.path, recorded.sha256)
         if found is None:
             raise RunRefused(
-                f"checkpoint {recorded.sha256[:12]} is recorded but its file is in none of {self.objects.search}: "
+                f"checkpoint {recorded.sha256[:12]} is recorded but its file is in none of {self.objects.searched()}: "
                 "pass --artifacts DIR"
             )
         return found

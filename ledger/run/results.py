@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.spec.protocol import Protocol
+from ledger.protocol.protocol import Protocol
 
 
 @dataclass

@@ -28,6 +28,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ledger.protocol.check import check_protocol_file
+from ledger.protocol.manifests import GENERATORS
+from ledger.protocol.protocol import Protocol
 from ledger.rows.manifest import Manifest
 from ledger.run.after_arms import depth_gates, judge_claims, stopped_lineage, summarise, unfinished_arms
 from ledger.run.bases import RunRefused, check_bases_available, load_protocol_base, record_base
@@ -35,12 +38,9 @@ from ledger.run.progress import Progress
 from ledger.run.reading import read_rows
 from ledger.run.results import ArmOutcome, RunResult
 from ledger.run.stage_training import StageTraining
-from ledger.spec.check import check_protocol_file
-from ledger.spec.manifests import GENERATORS
-from ledger.spec.protocol import Protocol
 
 if TYPE_CHECKING:
-    from ledger.store.reads import RecordedCheckpoint
+    from ledger.store.lookups import RecordedCheckpoint
 
 log = logging.getLogger("ledger.run")
 
@@ -82,7 +82,7 @@ class Runner(StageTraining):
         self.device_choice = device or self.protocol.device  # the CLI's --device wins over the protocol's
         self.compile_choice = compile_choice  # torch.compile of the looped block: auto (on a GPU), on, off
         self.compiled_arms: set[str] = set()  # the arms whose block runs compiled (their checkpoints say so)
-        self.artifacts = Path(artifacts) if artifacts else None
+        self.artifacts = str(artifacts) if artifacts else None  # a folder, or KIND://... (ledger.store.artifacts)
         self.judge = judge  # False: the arms only; a later pass judges the claims and writes the report
         # the judging pass after --parallel children: an arm a child hard-stopped is reported as stopped, not refused
         self.judging_pass = False
@@ -134,7 +134,7 @@ class Runner(StageTraining):
         from arms.train.distributed import leave, rank_device, world_from_env
         from ledger.audit.preregistration import register, registration_of
         from ledger.store import default_db_url, open_other_ledgers, open_store
-        from ledger.store.objects import ArtifactStore, default_artifact_root
+        from ledger.store.artifacts import open_artifacts
 
         # before anything is written: a missing GPU is bad input
         self.world = world_from_env(self.device_choice)
@@ -157,11 +157,11 @@ class Runner(StageTraining):
         self._read_inputs()
         with open_other_ledgers(self.also_db):
             pass
+        url = self.db or default_db_url()
+        self.objects = open_artifacts([self.artifacts] if self.artifacts else [], url)  # a bad kind: nothing written
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._start_log()
-        url = self.db or default_db_url()
         self.store = open_store(url)
-        self.objects = ArtifactStore(self.artifacts or default_artifact_root(url))
         try:
             return self._run_main(register, registration_of)
         except BaseException as exc:

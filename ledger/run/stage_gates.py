@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ledger.protocol.gates import GATE_KINDS
 from ledger.run.records import RunRecords
-from ledger.spec.gates import GATE_KINDS
 
 
 class StageGates(RunRecords):

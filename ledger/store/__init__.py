@@ -3,7 +3,7 @@
     from ledger.store import open_store
     store = open_store()                      # $LEDGER_DB or sqlite:///runs/ledger.db
     sha = store.add_protocol(protocol_dict)   # every write appends one chain entry
-    store.final_readings(manifest_sha)        # typed reads (ledger/store/reads/)
+    store.final_readings(manifest_sha)        # typed reads (ledger/store/lookups/)
     root, size = store.head()                 # Merkle head of the log
     report = store.verify_chain()             # recompute every hash, compare every row
     store.verify_since_head(root, size)       # the log only grew since that head

@@ -7,7 +7,7 @@
   ``claim_writes.ClaimWrites`` for claims, statistical tests and outcomes;
 * ``rules.StoreRules`` -- preregistration of evidence and the lineage rule;
 * ``verification.ChainVerification`` -- ``verify_chain`` and ``verify_since_head``;
-* ``reads`` -- the typed read side (protocols, manifests, readings, checkpoints, claims);
+* ``lookups`` -- the typed read side (protocols, manifests, readings, checkpoints, claims);
 * ``read_only.ReadOnlySQL`` -- ``query``, the auditor's read-only SQL.
 
 See docs/schema.md for the chain construction.
@@ -33,6 +33,7 @@ from ledger.store.engine import (
     make_engine,
     normalize_url,
 )
+from ledger.store.lookups import CheckpointReads, ClaimReads, EvidenceReads, ManifestReads, ProtocolReads
 from ledger.store.read_only import (
     InvalidQuery,
     QueryResult,
@@ -41,7 +42,6 @@ from ledger.store.read_only import (
     ReadOnlyViolation,
     check_read_only_sql,
 )
-from ledger.store.reads import CheckpointReads, ClaimReads, EvidenceReads, ManifestReads, ProtocolReads
 from ledger.store.records import entry_hash, payload_leaf_hash, utc_now
 from ledger.store.rules import ConflictError, LineageRefused, PreregistrationRequired
 from ledger.store.schema_check import SchemaCheck

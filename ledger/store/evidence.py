@@ -20,7 +20,7 @@ from typing import Protocol
 
 from ledger.store.chain import Store
 from ledger.store.evidence_source import Cell, EvidenceSource, LoopReading
-from ledger.store.reads import EvidenceReading
+from ledger.store.lookups import EvidenceReading
 
 
 class RowsUsed(Protocol):

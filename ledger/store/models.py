@@ -56,7 +56,7 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-class ChainEntry(Base):
+class ChainEntryRecord(Base):
     """One entry of the append-only hash chain (one leaf of the Merkle log)."""
 
     __tablename__ = "chain_entries"
@@ -78,7 +78,7 @@ class _Chained:
     recorded_at: Mapped[str] = mapped_column(String(40))
 
 
-class Protocol(_Chained, Base):
+class ProtocolRecord(_Chained, Base):
     __tablename__ = "protocols"
 
     sha256: Mapped[str] = mapped_column(SHA, unique=True)
@@ -87,7 +87,7 @@ class Protocol(_Chained, Base):
     canonical_json: Mapped[str] = mapped_column(Text)
 
 
-class Deviation(_Chained, Base):
+class DeviationRecord(_Chained, Base):
     __tablename__ = "deviations"
     __table_args__ = (CheckConstraint("timing IN ('before_data', 'after_data', 'after_analysis')", name="timing"),)
 
@@ -126,7 +126,7 @@ class RowRecord(_Chained, Base):
     canonical_json: Mapped[str] = mapped_column(Text)
 
 
-class Run(_Chained, Base):
+class RunRecord(_Chained, Base):
     __tablename__ = "runs"
 
     run_id: Mapped[str] = mapped_column(String(100), unique=True)
@@ -139,7 +139,7 @@ class Run(_Chained, Base):
     note: Mapped[str | None] = mapped_column(Text)
 
 
-class Checkpoint(_Chained, Base):
+class CheckpointRecord(_Chained, Base):
     __tablename__ = "checkpoints"
     __table_args__ = (CheckConstraint("status IN ('promoted', 'exploratory', 'failed')", name="status"),)
 
@@ -154,7 +154,7 @@ class Checkpoint(_Chained, Base):
     meta_json: Mapped[str | None] = mapped_column(Text)
 
 
-class Evidence(_Chained, Base):
+class EvidenceRecord(_Chained, Base):
     __tablename__ = "evidence"
     __table_args__ = (
         ForeignKeyConstraint(["manifest_sha256", "row_id"], ["rows.manifest_sha256", "rows.row_id"]),
@@ -177,7 +177,7 @@ class Evidence(_Chained, Base):
     detail_json: Mapped[str | None] = mapped_column(Text)
 
 
-class GateResult(_Chained, Base):
+class GateResultRecord(_Chained, Base):
     __tablename__ = "gate_results"
 
     checkpoint_sha256: Mapped[str] = mapped_column(ForeignKey("checkpoints.sha256"), index=True)
@@ -193,7 +193,7 @@ class GateResult(_Chained, Base):
     detail_json: Mapped[str | None] = mapped_column(Text)
 
 
-class Claim(_Chained, Base):
+class ClaimRecord(_Chained, Base):
     __tablename__ = "claims"
 
     claim_id: Mapped[str] = mapped_column(String(200), unique=True)
@@ -202,7 +202,7 @@ class Claim(_Chained, Base):
     spec_json: Mapped[str] = mapped_column(Text)
 
 
-class StatTest(_Chained, Base):
+class StatTestRecord(_Chained, Base):
     __tablename__ = "stat_tests"
 
     test_id: Mapped[str] = mapped_column(String(100), unique=True)
@@ -218,7 +218,7 @@ class StatTest(_Chained, Base):
     result_json: Mapped[str | None] = mapped_column(Text)
 
 
-class StatTestInput(_Chained, Base):
+class StatTestInputRecord(_Chained, Base):
     """Which evidence a statistical test consumed: one row per role (e.g. 'a', 'b')."""
 
     __tablename__ = "stat_test_inputs"
@@ -233,7 +233,7 @@ class StatTestInput(_Chained, Base):
     loop: Mapped[int | None] = mapped_column(Integer)
 
 
-class StatTestEvidence(_Chained, Base):
+class StatTestEvidenceRecord(_Chained, Base):
     """The exact evidence rows a statistical test computed on (``ledger.judge.selection``): one row each."""
 
     __tablename__ = "stat_test_evidence"
@@ -243,7 +243,7 @@ class StatTestEvidence(_Chained, Base):
     evidence_id: Mapped[int] = mapped_column(ForeignKey("evidence.id"), index=True)
 
 
-class ClaimOutcome(_Chained, Base):
+class ClaimOutcomeRecord(_Chained, Base):
     __tablename__ = "claim_outcomes"
     __table_args__ = (CheckConstraint("outcome IN ('supported', 'refuted', 'unverifiable')", name="outcome"),)
 

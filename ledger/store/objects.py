@@ -1,4 +1,4 @@
-"""Content-addressed artifact files next to the ledger: ``<root>/objects/sha256/ab/abcdef...``.
+"""The local artifact store: content-addressed files next to the ledger, ``<root>/objects/sha256/ab/abcdef...``.
 
 A checkpoint's file is named by its own SHA-256 and recorded by its path *relative to
 the artifact root*, so a run folder that moves, or is cloned to another machine, stays
@@ -6,10 +6,10 @@ verifiable: the path is resolved against wherever the root is now.
 
 * the root is ``--artifacts DIR`` (or ``$LEDGER_ARTIFACTS``) when given, else the folder
   of a SQLite ledger file, else ``./runs`` (a server database has no folder of its own);
-* ``ArtifactStore.put(tmp)`` hashes a finished temporary file and moves it into place
+* ``LocalObjects.put(tmp)`` hashes a finished temporary file and moves it into place
   (atomic rename; a file already there with that name is by construction the same bytes);
-* ``ArtifactStore.adopt(file)`` links (or copies) a file from elsewhere in -- a base's weights;
-* ``ArtifactStore.locate(recorded, sha)`` finds a recorded file: the recorded path (absolute,
+* ``LocalObjects.adopt(file)`` links (or copies) a file from elsewhere in -- a base's weights;
+* ``LocalObjects.locate(recorded, sha)`` finds a recorded file: the recorded path (absolute,
   or relative to each root searched), then by content name in each root's ``objects/``.
 """
 
@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
 from ledger.canonical import sha256_file
+from ledger.store.artifacts import ArtifactStore
 
 OBJECTS = "objects/sha256"
 ENV_VAR = "LEDGER_ARTIFACTS"
@@ -50,12 +51,17 @@ def object_path(sha256: str) -> str:
     return f"{OBJECTS}/{sha256[:2]}/{sha256}"
 
 
-class ArtifactStore:
-    """The artifact roots of one ledger: the first is written, all are searched."""
+class LocalObjects(ArtifactStore):
+    """The artifact roots of one ledger: the first is written; all of them, then the ledger's own default root
+    (its files may have moved with it), are searched."""
 
-    def __init__(self, root: Path, *also: Path):
-        self.root = Path(root)
-        self.search = [self.root, *(Path(p) for p in also)]
+    def __init__(self, locations: Sequence[str | Path], ledger_url: str):
+        default = default_artifact_root(ledger_url)
+        self.root = Path(locations[0]) if locations else default
+        self.search = list(dict.fromkeys([self.root, *(Path(p) for p in locations[1:]), default]))
+
+    def searched(self) -> str:
+        return ", ".join(str(root) for root in self.search)
 
     def put(self, finished: Path) -> tuple[str, str]:
         """Move a finished file into the object folder: ``(sha256, recorded path)``."""

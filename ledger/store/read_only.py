@@ -5,7 +5,7 @@ on SQLite the connection also runs with ``PRAGMA query_only=ON`` and an authoriz
 denies every write, ATTACH and DDL, and on PostgreSQL in a READ ONLY transaction that
 is rolled back (a write the statement filter let through, e.g. ``EXPLAIN ANALYZE DELETE``
 or ``nextval()``, is refused by the server and reported as ``ReadOnlyViolation``). The
-ledger's own code reads through the typed read side instead (``ledger/store/reads/``).
+ledger's own code reads through the typed read side instead (``ledger/store/lookups/``).
 
 Rows read the same on every backend: PostgreSQL's booleans come back as 0/1 (SQLite has
 no boolean type) and its NUMERIC as floats (``make_engine``).

@@ -14,7 +14,7 @@ from arms.model.flops import recurrent_counts
 from arms.model.recurrent import RecurrentLM
 from arms.train.language import encode_documents, next_token_loss, token_nats
 from arms.train.recurrence import PoissonLognormalSampler, split_no_grad, stage_recurrence, step_seed
-from ledger.spec.training import PoissonLognormalRecurrence
+from ledger.protocol.training import PoissonLognormalRecurrence
 
 BASE = "builtin:tiny-qwen2?hidden=16&layers=6&heads=2&kv_heads=1&intermediate=32"
 
@@ -209,7 +209,7 @@ def test_flops_follow_the_rule_from_the_layer_shapes():
 
 
 def test_the_seeds_learning_rates_are_the_defaults():
-    from ledger.spec.training import Optimizer
+    from ledger.protocol.training import Optimizer
 
     assert (Optimizer(kind="muon").lr, Optimizer(kind="adamw").lr, Optimizer(kind="adamw", lr=0.01).lr) == (
         1e-3,

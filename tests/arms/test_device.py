@@ -15,10 +15,10 @@ from test_runtime_mapping import BASE, protocol_with
 from arms.bases.builtin import tiny_random_base
 from arms.device import DeviceUnavailable, attention_for, describe, model_device, place, resolve_device
 from arms.runtime import base_choice_readings, build_runtime
+from ledger.protocol.loader import parse_protocol
 from ledger.reader.shared import Reader
 from ledger.rows.tasks import generate_rule_chasing
 from ledger.rows.tasks.alphabets import resolve_alphabet
-from ledger.spec.loader import parse_protocol
 
 
 def test_auto_takes_the_cpu_where_there_is_no_gpu_and_a_named_gpu_is_refused(monkeypatch) -> None:

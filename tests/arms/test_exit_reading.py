@@ -7,9 +7,9 @@ from __future__ import annotations
 import torch
 from test_runtime_mapping import runtime_of
 
+from ledger.protocol.arms import Evaluation
 from ledger.reader.exit_rules import row_signals
 from ledger.rows.tasks import generate_rule_chasing
-from ledger.spec.arms import Evaluation
 
 SETTLES_AT = 4  # the first loop whose distribution equals (within 1e-5 nats) the previous one
 LOOPS = 7

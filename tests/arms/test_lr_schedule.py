@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ledger.spec.arms import LrSchedule, Stage
-from ledger.spec.loader import ProtocolError, load_protocol, parse_protocol
+from ledger.protocol.arms import LrSchedule, Stage
+from ledger.protocol.loader import ProtocolError, load_protocol, parse_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,7 +97,7 @@ def test_train_stage_moves_the_weights_by_the_scheduled_learning_rate():
 
 
 def test_bridge_options_are_absent_from_the_canonical_form_unless_asked_for():
-    from ledger.spec.arms import SplitBridge
+    from ledger.protocol.arms import SplitBridge
 
     assert SplitBridge(kind="split").model_dump() == {"kind": "split"}
     assert SplitBridge(kind="split", state_norm=True).model_dump() == {"kind": "split", "state_norm": True}

@@ -295,7 +295,7 @@ def test_init_from_continues_the_source_and_grows_it_as_an_identity(tmp_path):
 def test_init_from_refuses_a_wrong_hash_a_missing_layer_and_a_bad_map(tmp_path):
     from arms.bases.builtin import word_tokenizer
     from arms.bases.pretrain import build_model, initialise_from
-    from ledger.spec.loader import ProtocolError
+    from ledger.protocol.loader import ProtocolError
 
     tokenizer = word_tokenizer(load_recipe(RECIPE).vocab_numerals)
     wrong = load_recipe(_grown_recipe(tmp_path)).model_copy(deep=True)

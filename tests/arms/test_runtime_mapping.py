@@ -15,10 +15,10 @@ from arms.bases.builtin import tiny_random_base
 from arms.model.budgets import AdapterRecurrentLM, unload_adapter
 from arms.params import protocol_params
 from arms.runtime import build_runtime
+from ledger.protocol.loader import parse_protocol
 from ledger.reader.shared import Reader
 from ledger.rows.tasks import generate_rule_chasing
 from ledger.rows.tasks.alphabets import resolve_alphabet
-from ledger.spec.loader import parse_protocol
 
 BASE = "builtin:tiny-qwen2?hidden=16&layers=4&heads=2&kv_heads=1&intermediate=32"
 

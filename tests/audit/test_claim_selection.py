@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ledger.protocol.loader import load_protocol
 from ledger.rows.builder import build_manifests
-from ledger.spec.loader import load_protocol
 from ledger.store import open_store
 from tests.audit.test_verify import CLAIMS, PROTOCOL, by_id, run, verify_json, write_evidence
 

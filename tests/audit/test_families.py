@@ -3,8 +3,8 @@ declared family's correction or members changed after registration is tampering.
 
 from __future__ import annotations
 
+from ledger.protocol.loader import load_protocol
 from ledger.rows.builder import build_manifests
-from ledger.spec.loader import load_protocol
 from ledger.store import open_store
 from tests.audit.test_verify import PROTOCOL, by_id, run, verify_json, write_evidence
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledger.cli.main import main
+from ledger.protocol.loader import load_protocol
 from ledger.rows.builder import build_manifests
-from ledger.spec.loader import load_protocol
 from ledger.store import open_store
 from tests.audit.test_verify import PROTOCOL
 

@@ -8,9 +8,9 @@ import sqlite3
 from pathlib import Path
 
 from ledger.cli.main import main
-from ledger.spec.check import claim_problems
-from ledger.spec.claims import ClaimFile
-from ledger.spec.loader import load_protocol
+from ledger.protocol.check import claim_problems
+from ledger.protocol.claims import ClaimFile
+from ledger.protocol.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT.parent / "shared" / "reference" / "recurrent-qwen-svgd"

@@ -10,9 +10,9 @@ from scipy.stats import binomtest
 
 from ledger.judge.noninferiority import tango_noninferiority
 from ledger.judge.power import unwinnable_claims
+from ledger.protocol.claims import ClaimFile, load_claims
+from ledger.protocol.loader import load_protocol
 from ledger.rows.builder import build_manifests
-from ledger.spec.claims import ClaimFile, load_claims
-from ledger.spec.loader import load_protocol
 from tests.audit.test_verify import PROTOCOL, run
 
 ROOT = Path(__file__).resolve().parents[2]

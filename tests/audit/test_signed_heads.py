@@ -10,16 +10,16 @@ import pytest
 
 from ledger.audit.proofs import ProofError, check_proof, prove
 from ledger.audit.signed_head import (
-    Checkpoint,
     SignedHeadError,
+    TreeHead,
     generate_key,
     open_note,
-    open_signed_checkpoint,
-    parse_checkpoint,
+    open_signed_tree_head,
     parse_signing_key,
+    parse_tree_head,
     parse_verifier_key,
-    sign_checkpoint,
     sign_note,
+    sign_tree_head,
 )
 from ledger.store import merkle, open_store
 
@@ -62,29 +62,29 @@ def _flip_bit(data: bytes, bit: int) -> bytes:
 
 def test_a_signed_head_verifies_and_one_bit_of_root_size_or_signature_does_not():
     key = generate_key("example.org/lab-ledger")
-    checkpoint = Checkpoint("example.org/lab-ledger", 1234, bytes(range(32)))
-    note = sign_checkpoint(checkpoint, key)
-    assert open_signed_checkpoint(note, key.verifier()) == checkpoint
-    assert parse_checkpoint(checkpoint.text()) == checkpoint
+    checkpoint = TreeHead("example.org/lab-ledger", 1234, bytes(range(32)))
+    note = sign_tree_head(checkpoint, key)
+    assert open_signed_tree_head(note, key.verifier()) == checkpoint
+    assert parse_tree_head(checkpoint.text()) == checkpoint
     text, signature_line = note.split("\n\n")
     origin, size, root = text.split("\n")[:3]
     for bit in range(256):  # every bit of the root
         forged_root = base64.b64encode(_flip_bit(base64.b64decode(root), bit)).decode()
         with pytest.raises(SignedHeadError, match="does not verify"):
-            open_signed_checkpoint(f"{origin}\n{size}\n{forged_root}\n\n{signature_line}", key.verifier())
+            open_signed_tree_head(f"{origin}\n{size}\n{forged_root}\n\n{signature_line}", key.verifier())
     for forged_size in ("1235", "1233", "12340", str(1234 ^ 1)):
         with pytest.raises(SignedHeadError, match="does not verify"):
-            open_signed_checkpoint(f"{origin}\n{forged_size}\n{root}\n\n{signature_line}", key.verifier())
+            open_signed_tree_head(f"{origin}\n{forged_size}\n{root}\n\n{signature_line}", key.verifier())
     prefix, encoded = signature_line.rstrip("\n").rsplit(" ", 1)
     raw = base64.b64decode(encoded)
     for bit in range(32, len(raw) * 8):  # every bit of the signature (the first 32 are the key ID)
         forged = f"{prefix} {base64.b64encode(_flip_bit(raw, bit)).decode()}\n"
         with pytest.raises(SignedHeadError, match="does not verify"):
-            open_signed_checkpoint(f"{text}\n\n{forged}", key.verifier())
+            open_signed_tree_head(f"{text}\n\n{forged}", key.verifier())
     # another key's signature is ignored, so a head that only it signed is refused
     other = generate_key("example.org/lab-ledger")
     with pytest.raises(SignedHeadError, match="no signature by"):
-        open_signed_checkpoint(note, other.verifier())
+        open_signed_tree_head(note, other.verifier())
 
 
 def test_inclusion_proofs_of_every_entry_at_several_tree_sizes(tmp_path):
@@ -105,7 +105,7 @@ def test_inclusion_proofs_of_every_entry_at_several_tree_sizes(tmp_path):
         # whole proof files, against signed heads, at three sizes
         for size in (7, 128, 300):
             root = merkle.merkle_root(leaves[:size])
-            signed = sign_checkpoint(Checkpoint(key.name, size, root), key)
+            signed = sign_tree_head(TreeHead(key.name, size, root), key)
             for seq in range(1, size + 1, 3):
                 document = json.loads(json.dumps(prove(store, seq, signed_head=signed)))
                 checked = check_proof(document, key.verifier())
@@ -127,8 +127,8 @@ def test_inclusion_proofs_of_every_entry_at_several_tree_sizes(tmp_path):
     with pytest.raises(ProofError, match="NOT included"):
         check_proof(bent)
     with pytest.raises(ProofError, match="--key"):
-        check_proof(dict(document, signed_head=sign_checkpoint(Checkpoint("o", 300, b"\0" * 32), key)))
-    other_head = sign_checkpoint(Checkpoint("o", 300, b"\0" * 32), key)
+        check_proof(dict(document, signed_head=sign_tree_head(TreeHead("o", 300, b"\0" * 32), key)))
+    other_head = sign_tree_head(TreeHead("o", 300, b"\0" * 32), key)
     with pytest.raises(ProofError, match="signed head is"):
         check_proof(document, key.verifier(), other_head)
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from ledger.cli.main import main
+from ledger.protocol.loader import load_protocol
 from ledger.rows.builder import build_manifests
-from ledger.spec.loader import load_protocol
 from ledger.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]

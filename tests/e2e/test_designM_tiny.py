@@ -44,7 +44,7 @@ def test_recorded_flops_follow_the_rule_and_add_up_along_the_lineage(design_m_ru
     from arms.bases.loading import load_base
     from arms.model.flops import fixed_depth_flops_per_token, recurrent_counts
     from arms.model.recurrent import RecurrentLM
-    from ledger.spec.loader import load_protocol
+    from ledger.protocol.loader import load_protocol
 
     _folder, db, _ = design_m_run
     protocol = load_protocol(DESIGN_M)

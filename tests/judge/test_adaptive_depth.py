@@ -7,7 +7,7 @@ import pytest
 
 from ledger.judge.adaptive_depth import adaptive_depth
 from ledger.judge.claims import Unverifiable
-from ledger.spec.depth_choice import AdaptiveDepthClaim
+from ledger.protocol.depth_choice import AdaptiveDepthClaim
 from ledger.store.evidence import LoopReading
 
 

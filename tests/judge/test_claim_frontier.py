@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ledger.judge.claims import evaluate_claim
-from ledger.spec.claims import FrontierClaim
+from ledger.protocol.claims import FrontierClaim
 from tests.judge.memory_evidence import MemoryEvidence
 
 

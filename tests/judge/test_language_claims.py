@@ -7,7 +7,7 @@ from scipy import stats as scipy_stats
 
 from ledger.judge.claims import evaluate_claim
 from ledger.judge.stats import signed_rank_test
-from ledger.spec.claims import EqualFlopsClaim, PairedLossClaim, TrainingStableClaim
+from ledger.protocol.claims import EqualFlopsClaim, PairedLossClaim, TrainingStableClaim
 
 
 class Evidence:

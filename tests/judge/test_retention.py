@@ -10,7 +10,7 @@ import pytest
 from ledger.judge.checkpoint_claims import keeps_all
 from ledger.judge.claims import Unverifiable
 from ledger.judge.gates import retention_floor
-from ledger.spec.checkpoint_claims import KeepsAllClaim
+from ledger.protocol.checkpoint_claims import KeepsAllClaim
 
 
 def readings(correct_by_depth: dict[int, list[bool]]):

@@ -10,8 +10,8 @@ from scipy.stats import binomtest
 from ledger.judge.claim_files import evaluate_claims
 from ledger.judge.claims import evaluate_claim
 from ledger.judge.noninferiority import tango_score_statistic
-from ledger.spec.claims import ClaimFile, FrontierClaim, PairedExactClaim
-from ledger.spec.loader import ProtocolError
+from ledger.protocol.claims import ClaimFile, FrontierClaim, PairedExactClaim
+from ledger.protocol.loader import ProtocolError
 from tests.judge.memory_evidence import MemoryEvidence
 
 
@@ -145,7 +145,7 @@ def test_family_declarations_are_checked(tmp_path, change, message):
     change(body)
     path = tmp_path / "claims.yaml"
     path.write_text(yaml.safe_dump(body), encoding="utf-8")
-    from ledger.spec.claims import load_claims
+    from ledger.protocol.claims import load_claims
 
     with pytest.raises(ProtocolError, match=message):
         load_claims(path)

@@ -11,9 +11,9 @@ from scipy.stats import binomtest
 
 from ledger.judge.claims import ClaimResult, _rows, evaluate_claim
 from ledger.judge.power import PowerInputs, unwinnable_claims
-from ledger.spec.check import check_protocol_file
-from ledger.spec.claim_common import StatisticKind
-from ledger.spec.claims import STATISTICS, ClaimSpec, load_claims
+from ledger.protocol.check import check_protocol_file
+from ledger.protocol.claim_common import StatisticKind
+from ledger.protocol.claims import STATISTICS, ClaimSpec, load_claims
 from tests.judge.memory_evidence import MemoryEvidence
 from tests.run_helpers import SMOKE
 
@@ -107,7 +107,7 @@ def test_removing_it_again_leaves_the_claim_file_refusing_it(registered, tmp_pat
     STATISTICS.remove("above_chance")
     try:
         (tmp_path / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
-        from ledger.spec.loader import ProtocolError
+        from ledger.protocol.loader import ProtocolError
 
         with pytest.raises(ProtocolError, match="above_chance"):
             load_claims(tmp_path / "claims.yaml")

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from ledger.judge import stats
 from ledger.judge.claims import evaluate_claim
 from ledger.judge.power import unwinnable_claims
-from ledger.spec.claims import ClaimFile, SupportScalingClaim
+from ledger.protocol.claims import ClaimFile, SupportScalingClaim
 from tests.judge.memory_evidence import MemoryEvidence
 
 ARMS = ("S4", "S6", "S6b", "S8", "S12")

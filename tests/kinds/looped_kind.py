@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ledger.spec.arms import ARM_KINDS, ArmKind, ArmSpec, FullBlockBudget, ObjectiveKind, Surgery
-from ledger.spec.common import Problem
-from ledger.spec.gates import GateKind
+from ledger.protocol.arms import ARM_KINDS, ArmKind, ArmSpec, FullBlockBudget, ObjectiveKind, Surgery
+from ledger.protocol.common import Problem
+from ledger.protocol.gates import GateKind
 
 
 class LoopedArm(ArmSpec):

@@ -13,9 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # The kinds' own files: the interface, one spec per built-in kind, and the recurrent kind's reading.
 KIND_FILES = {
-    "ledger/spec/arms.py",
-    "ledger/spec/recurrent_arm.py",
-    "ledger/spec/dense_arm.py",
+    "ledger/protocol/arms.py",
+    "ledger/protocol/recurrent_arm.py",
+    "ledger/protocol/dense_arm.py",
     "arms/recurrent_reading.py",
 }
 ARM_NAMES = {"arm", "arm_spec", "source", "other", "continued"}

@@ -1,5 +1,6 @@
 """A third arm kind, defined in the tests (``looped_kind.py``), goes through every command without a product
-file knowing it: ``ledger check``, ``ledger params``, a dry run, a run and ``ledger verify``."""
+file knowing it: ``ledger check``, ``ledger params``, a dry run, a run and ``ledger verify``. The run keeps its
+checkpoint files in an artifact store defined in the tests too (``flat_artifacts.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from tests.run_helpers import ROOT, ledger_cli
 
 HERE = Path(__file__).resolve().parent
-PLUGIN = {"LEDGER_PLUGINS": "looped_kind", "PYTHONPATH": f"{HERE}:{ROOT}"}
+PLUGIN = {"LEDGER_PLUGINS": "looped_kind,flat_artifacts", "PYTHONPATH": f"{HERE}:{ROOT}"}
 
 PROTOCOL = """\
 name: looped-smoke
@@ -118,11 +119,21 @@ def test_check_params_dry_run_run_and_verify(protocol, tmp_path):
     assert dry.returncode == 0, dry.stdout + dry.stderr
 
     db = tmp_path / "l.db"
-    ran = run("run", str(protocol), "--db", f"sqlite:///{db}", "--out", str(tmp_path / "out"))
+    flat = tmp_path / "flat"
+    artifacts = f"flat://{flat}"
+    ran = run("run", str(protocol), "--db", f"sqlite:///{db}", "--out", str(tmp_path / "out"), "--artifacts", artifacts)
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     assert "L" in ran.stdout and "installation" in ran.stdout
+    files = sorted(flat.glob("*.bin"))
+    assert len(files) >= 3 and not (tmp_path / "objects").exists()  # the base and each arm's stage, flat
 
-    verified = run("verify", str(protocol.parent / "claims.yaml"), "--db", f"sqlite:///{db}", "--json")
+    claims = str(protocol.parent / "claims.yaml")
+    everything = run("verify", claims, "--db", f"sqlite:///{db}", "--all", "--artifacts", artifacts)
+    assert everything.returncode == 0, everything.stdout[-3000:] + everything.stderr[-3000:]
+    without = run("verify", claims, "--db", f"sqlite:///{db}", "--all")  # the local store has none of them
+    assert without.returncode != 0 and "not found" in without.stdout + without.stderr
+
+    verified = run("verify", claims, "--db", f"sqlite:///{db}", "--json", "--artifacts", artifacts)
     assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
     report = json.loads(verified.stdout)
     assert {claim["claim_id"].rsplit("/", 1)[-1] for claim in report["claims"]} == {

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from ledger.protocol.depth_choice import ExitRule
 from ledger.reader.exit_rules import exit_loop, log_distribution, loop_signals, row_signals
-from ledger.spec.depth_choice import ExitRule
 
 
 def test_kl_and_entropy_equal_huginns_computation_on_random_scores() -> None:

@@ -22,6 +22,7 @@ import yaml
 from ledger.audit.preregistration import register
 from ledger.audit.recording import import_external, record_outcomes
 from ledger.audit.verify import verify
+from ledger.protocol.loader import load_protocol
 from ledger.report.html import (
     active_label_grid,
     report_for_protocol_name,
@@ -31,7 +32,6 @@ from ledger.report.html import (
     write_report,
 )
 from ledger.rows.builder import build_manifests
-from ledger.spec.loader import load_protocol
 from ledger.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -549,7 +549,7 @@ def test_report_of_one_version_reads_its_runs_and_claims_and_an_unknown_version_
         store.close()
     header, claims = html.split("</header>")[0], html.split('id="claims"')[1].split("</section>")[0]
     assert v2 in header and v1 not in header.split("Recorded deviation")[0] and "smoke version 2" in header
-    from ledger.spec.claims import load_claims
+    from ledger.protocol.claims import load_claims
 
     registered = [c.id for c in load_claims(ROOT / "claims" / "smoke.yaml").claims]
     assert all(claim_id in claims for claim_id in registered)

@@ -117,7 +117,7 @@ def test_version_2_dev_part_is_disjoint_from_train_and_heldout_and_version_1_is_
 def test_a_dev_text_manifest_needs_version_2():
     from pydantic import ValidationError
 
-    from ledger.spec.manifests import TextManifest
+    from ledger.protocol.manifests import TextManifest
 
     spec = {
         "id": "d",

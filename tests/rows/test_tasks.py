@@ -428,7 +428,7 @@ def test_arithmetic_options():
 
 
 def test_a_protocol_asking_more_arithmetic_rows_than_exist_is_refused():
-    from ledger.spec.manifests import ArithmeticManifest
+    from ledger.protocol.manifests import ArithmeticManifest
 
     with pytest.raises(ValueError, match="less than or equal to 121"):
         ArithmeticManifest(id="t", role="guardrail", generator="arithmetic", seed=1, split="t", per_op=122)

@@ -17,11 +17,11 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
+from ledger.protocol.arms import ARM_KINDS, BRIDGES, BUDGETS, OBJECTIVES, RECURRENCES
+from ledger.protocol.check import issues_of
+from ledger.protocol.gates import GATE_KINDS
+from ledger.protocol.loader import load_protocol
 from ledger.run.dry_run import dry_run
-from ledger.spec.arms import ARM_KINDS, BRIDGES, BUDGETS, OBJECTIVES, RECURRENCES
-from ledger.spec.check import issues_of
-from ledger.spec.gates import GATE_KINDS
-from ledger.spec.loader import load_protocol
 
 GATES = {
     "installation": {

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from run_helpers import SMOKE, ledger_cli
 
-from ledger.audit.signed_head import generate_key, open_signed_checkpoint
+from ledger.audit.signed_head import generate_key, open_signed_tree_head
 from ledger.store import open_store
 
 EVAL = "{id: eval, role: eval, generator: rule_chasing, alphabet: N16, depths: [1, 5], rows_per_depth: 4, seed: 11, split: test}"
@@ -108,7 +108,7 @@ def test_each_claim_reads_only_its_protocols_evidence_and_nothing_peeks(referenc
         env={"LEDGER_SIGNING_KEY": str(tmp_path / "scope.key")},
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
-    signed = open_signed_checkpoint((tmp_path / "o4" / "head.signed").read_text(encoding="utf-8"), key.verifier())
+    signed = open_signed_tree_head((tmp_path / "o4" / "head.signed").read_text(encoding="utf-8"), key.verifier())
     assert (signed.root_hex, signed.size) == head(db) and "signed by example.org/scope" in ran.stdout
     assert (tmp_path / "o4" / "head.txt").read_text(encoding="utf-8") == f"{signed.root_hex}:{signed.size}\n"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ledger.protocol.loader import load_protocol
 from ledger.rows.builder import build_manifests
-from ledger.spec.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = [("designM-tiny", "designM-tiny-tuning"), ("designM-smollm2", "designM-smollm2-tuning")]

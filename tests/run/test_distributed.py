@@ -86,8 +86,8 @@ def test_parallel_processes_write_one_ledger_judge_the_claims_once_and_reproduce
     process finds every arm finished, or the parent's closing pass), and the evidence is the
     reference run's byte for byte (the same protocol and seed give the same readings, in other
     processes and another order)."""
+    from ledger.protocol.loader import load_protocol
     from ledger.run.parallel import arm_groups
-    from ledger.spec.loader import load_protocol
 
     folder, _, _ = reference
     protocol = load_protocol(SMOKE)
@@ -118,8 +118,8 @@ def test_parallel_processes_write_one_ledger_judge_the_claims_once_and_reproduce
 
 
 def test_an_arm_continuing_from_another_stays_in_its_group() -> None:
+    from ledger.protocol.loader import parse_protocol
     from ledger.run.parallel import arm_groups
-    from ledger.spec.loader import parse_protocol
 
     document = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
     for arm in document["arms"]:
@@ -134,8 +134,8 @@ def test_an_arm_continuing_from_another_stays_in_its_group() -> None:
 
 def test_groups_are_balanced_by_estimated_cost_not_steps() -> None:
     """The default's paper-bridge arm re-runs the whole prompt at every loop: it goes apart from A and E."""
+    from ledger.protocol.loader import load_protocol
     from ledger.run.parallel import arm_cost, arm_groups
-    from ledger.spec.loader import load_protocol
 
     protocol = load_protocol(ROOT / "protocols" / "phaseA-tiny.yaml")
     assert arm_cost(protocol, "A_paper") > arm_cost(protocol, "E") > arm_cost(protocol, "A")
@@ -161,8 +161,8 @@ def test_the_exhaustive_split_beats_longest_first_where_greedy_misses() -> None:
 
 def test_the_parent_reads_ahead_once_the_first_child_has_finished(monkeypatch, tmp_path) -> None:
     """``on_core_free`` runs once, after the first child has exited and before the last one does."""
+    from ledger.protocol.loader import load_protocol
     from ledger.run import parallel
-    from ledger.spec.loader import load_protocol
 
     events: list[str] = []
     polls_left = [3, 12]  # the first child exits after 3 polls, the second after 12
@@ -196,8 +196,8 @@ def test_the_parent_reads_ahead_once_the_first_child_has_finished(monkeypatch, t
 def test_the_parent_trains_the_heaviest_group_itself_then_reads_ahead_while_the_child_runs(
     monkeypatch, tmp_path
 ) -> None:
+    from ledger.protocol.loader import load_protocol
     from ledger.run import parallel
-    from ledger.spec.loader import load_protocol
 
     events: list[str] = []
     started: list[list[str]] = []

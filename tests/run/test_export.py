@@ -11,8 +11,8 @@ import pytest
 from run_helpers import ROOT, SMOKE, ledger_cli
 
 from arms.export import load_exported
+from ledger.protocol.loader import load_protocol
 from ledger.rows.builder import build_manifests
-from ledger.spec.loader import load_protocol
 from ledger.store import open_store
 
 pytestmark = pytest.mark.models

@@ -82,7 +82,7 @@ def test_a_hub_id_gets_the_tokenizer_its_folder_would(tmp_path):
     script = (
         "import sys, json\n"
         "from pathlib import Path\n"
-        "from ledger.spec.bases import BaseModelSpec\n"
+        "from ledger.protocol.bases import BaseModelSpec\n"
         "from ledger.run.bases import load_protocol_base\n"
         "out = {}\n"
         "for source in sys.argv[1:]:\n"

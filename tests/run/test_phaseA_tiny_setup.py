@@ -15,7 +15,7 @@ import pytest
 import yaml
 from run_helpers import ledger_cli as run_ledger
 
-from ledger.spec.loader import load_protocol
+from ledger.protocol.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "protocols" / "phaseA-tiny.yaml"
@@ -95,8 +95,8 @@ def _without(arm, *keys):
 
 
 def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_own_rows():
+    from ledger.protocol.arms import LrSchedule
     from ledger.rows.builder import build_manifest, build_manifests
-    from ledger.spec.arms import LrSchedule
 
     tiny, long = load_protocol(TINY_V2), load_protocol(LONG)
     assert long.purpose == "confirmatory" and long.gates == tiny.gates and long.version == 3

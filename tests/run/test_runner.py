@@ -185,7 +185,7 @@ def test_an_exploratory_run_records_exploratory_checkpoints_that_nothing_confirm
 
 
 def test_an_exploratory_protocol_may_not_hold_an_evaluation_manifest_or_claims(tmp_path):
-    from ledger.spec.loader import ProtocolError, load_protocol
+    from ledger.protocol.loader import ProtocolError, load_protocol
 
     text = SMOKE.read_text(encoding="utf-8").replace("name: smoke\n", "name: smoke-tuning\npurpose: exploratory\n", 1)
     path = tmp_path / "bad.yaml"
@@ -199,8 +199,8 @@ def test_an_exploratory_protocol_may_not_hold_an_evaluation_manifest_or_claims(t
 def test_every_reader_takes_the_same_final_readings_from_a_run(reference):
     """Recurrent (A, E), dense (B, C) and depth-0 guardrail (tier1) readings of the smoke run: the runner's
     accuracy, claims' evidence, the report's series and the auditor view agree (ledger/store/final_reading.py)."""
+    from ledger.protocol.loader import load_protocol
     from ledger.report.data import scoped_readings, series_of
-    from ledger.spec.loader import load_protocol
     from ledger.store.evidence import StoreEvidence
 
     folder, _, stdout = reference

@@ -9,8 +9,8 @@ from rich.console import Console
 
 from ledger.audit.verify import ClaimVerdict
 from ledger.cli import protocol_commands
+from ledger.protocol.loader import load_protocol
 from ledger.run.results import ArmOutcome, RunResult
-from ledger.spec.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -27,10 +27,10 @@ import pytest
 from sqlalchemy import Boolean, Integer, create_engine, literal, select
 
 from ledger.judge.gates import retention_floor
+from ledger.protocol.loader import load_protocol
 from ledger.report.data import scoped_readings, series_of
 from ledger.rows.builder import build_manifests
 from ledger.run.after_arms import accuracy
-from ledger.spec.loader import load_protocol
 from ledger.store import head_revision, open_store, upgrade
 from ledger.store.evidence import StoreEvidence
 from ledger.store.final_reading import choose_final, final_candidate_sql, final_rank, final_rank_sql, is_final_candidate

@@ -98,7 +98,9 @@ def test_no_sql_strings_outside_the_store():
             match = SQL.search(text)
             if match:
                 offending.append(f"{path.relative_to(ROOT)}:{line}: {match.group(0)!r}")
-    assert not offending, "SQL outside ledger/store (add a typed read in ledger/store/reads/):\n" + "\n".join(offending)
+    assert not offending, "SQL outside ledger/store (add a typed read in ledger/store/lookups/):\n" + "\n".join(
+        offending
+    )
 
 
 def test_no_sql_calls_outside_the_store_but_ledger_query():

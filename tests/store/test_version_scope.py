@@ -6,7 +6,7 @@ from __future__ import annotations
 from store_helpers import example_manifest
 
 from ledger.audit.verify import _protocol_scope
-from ledger.spec.claims import load_claims
+from ledger.protocol.claims import load_claims
 from ledger.store import open_store
 from ledger.store.evidence import StoreEvidence
 

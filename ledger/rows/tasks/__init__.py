@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledger.protocol.manifests import GENERATORS
 from ledger.registry import UnknownKind
 from ledger.rows.manifest import Manifest, Row
 from ledger.rows.tasks.alphabets import ALPHABETS, resolve_alphabet
@@ -20,7 +21,6 @@ from ledger.rows.tasks.arithmetic import generate_arithmetic
 from ledger.rows.tasks.rule_chasing import generate_rule_chasing, make_table
 from ledger.rows.tasks.seeds import derive_seed, row_rng
 from ledger.rows.tasks.surfaces import SURFACES, render
-from ledger.spec.manifests import GENERATORS
 
 __all__ = [
     "ALPHABETS",
@@ -39,7 +39,7 @@ __all__ = [
 
 
 def generate(generator: str, **params: Any) -> list[Row]:
-    """Run the registered generator ``generator`` (``ledger.spec.manifests.GENERATORS``) with keyword ``params``."""
+    """Run the registered generator ``generator`` (``ledger.protocol.manifests.GENERATORS``) with keyword ``params``."""
     try:
         function = GENERATORS.implementation(generator)
     except UnknownKind as exc:

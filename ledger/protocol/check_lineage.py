@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.spec.arms import ARM_KINDS, OBJECTIVES
-from ledger.spec.common import Problem
-from ledger.spec.depth_choice import declared_exit
-from ledger.spec.protocol import Protocol
+from ledger.protocol.arms import ARM_KINDS, OBJECTIVES
+from ledger.protocol.common import Problem
+from ledger.protocol.depth_choice import declared_exit
+from ledger.protocol.protocol import Protocol
 
 
 def _read_at_step(protocol: Protocol, arm_id: str, manifest: str, step: int) -> bool:

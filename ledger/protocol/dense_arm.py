@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from ledger.spec.arms import ARM_KINDS, ArmKind, ArmSpec, ObjectiveKind
-from ledger.spec.common import located
+from ledger.protocol.arms import ARM_KINDS, ArmKind, ArmSpec, ObjectiveKind
+from ledger.protocol.common import located
 
 
 class DenseArm(ArmSpec):

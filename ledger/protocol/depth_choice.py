@@ -13,9 +13,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from ledger.spec.claim_common import ClaimSpec
-from ledger.spec.common import StrictModel
-from ledger.spec.common import located as _located
+from ledger.protocol.claim_common import ClaimSpec
+from ledger.protocol.common import StrictModel
+from ledger.protocol.common import located as _located
 
 ExitRuleName = Literal["kl", "entropy", "argmax", "halting"]
 # The default threshold of each rule (the rule's own unit: nats, nats, loops, probability).

@@ -8,10 +8,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from ledger.protocol.common import LateOptions as _LateOptions
+from ledger.protocol.common import StrictModel
+from ledger.protocol.common import located as _located
 from ledger.registry import Kind, Registry, check_union
-from ledger.spec.common import LateOptions as _LateOptions
-from ledger.spec.common import StrictModel
-from ledger.spec.common import located as _located
 
 
 @dataclass(frozen=True)

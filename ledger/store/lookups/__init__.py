@@ -5,17 +5,17 @@ lists), so it runs unchanged on SQLite and PostgreSQL. Code outside ``ledger/sto
 reads through these, never through SQL of its own; ``Store.query`` is the auditor's.
 """
 
-from ledger.store.reads.checkpoints import CheckpointReads, RecordedCheckpoint, RecordedGate
-from ledger.store.reads.claims import ClaimReads, RecordedOutcome, RegisteredClaim
-from ledger.store.reads.manifests import ManifestReads, RegisteredManifest, StoredRow
-from ledger.store.reads.protocols import (
+from ledger.store.lookups.checkpoints import CheckpointReads, RecordedCheckpoint, RecordedGate
+from ledger.store.lookups.claims import ClaimReads, RecordedOutcome, RegisteredClaim
+from ledger.store.lookups.manifests import ManifestReads, RegisteredManifest, StoredRow
+from ledger.store.lookups.protocols import (
     RELEASE_VERSION,
     ProtocolReads,
     RecordedDeviation,
     RegisteredProtocol,
     RegistrationEntry,
 )
-from ledger.store.reads.readings import EvidenceContent, EvidenceReading, EvidenceReads, ExternalCounts, RowRead
+from ledger.store.lookups.readings import EvidenceContent, EvidenceReading, EvidenceReads, ExternalCounts, RowRead
 
 __all__ = [
     "RELEASE_VERSION",

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from ledger.protocol.common import DepthRange, LateOptions, StrictModel
 from ledger.registry import Kind, Registry, check_union
-from ledger.spec.common import DepthRange, LateOptions, StrictModel
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from ledger.protocol.common import DepthRange, StrictModel
+from ledger.protocol.common import located as _located
 from ledger.registry import Kind, Registry
-from ledger.spec.common import DepthRange, StrictModel
-from ledger.spec.common import located as _located
 
 
 @dataclass(frozen=True)

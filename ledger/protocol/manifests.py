@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from ledger.protocol.common import DepthRange, LateOptions, StrictModel
+from ledger.protocol.common import located as _located
 from ledger.registry import Kind, Registry, check_union
-from ledger.spec.common import DepthRange, LateOptions, StrictModel
-from ledger.spec.common import located as _located
 
 
 @dataclass(frozen=True)

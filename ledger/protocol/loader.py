@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ledger.spec.protocol import Protocol
+from ledger.protocol.protocol import Protocol
 
 
 @dataclass(frozen=True)

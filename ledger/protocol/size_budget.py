@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.spec.common import Problem
-from ledger.spec.protocol import Protocol
+from ledger.protocol.common import Problem
+from ledger.protocol.protocol import Protocol
 
 # What one protocol may ask for (the stated budget `ledger check` enforces before building anything): far
 # beyond the paper's largest experiment, and small enough that checking and building stay bounded.

@@ -20,9 +20,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from ledger.spec.claim_common import ClaimSpec
-from ledger.spec.common import StrictModel
-from ledger.spec.common import located as _located
+from ledger.protocol.claim_common import ClaimSpec
+from ledger.protocol.common import StrictModel
+from ledger.protocol.common import located as _located
 
 
 class KeepCondition(StrictModel):

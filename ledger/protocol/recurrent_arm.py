@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ledger.spec.arms import (
+from ledger.protocol.arms import (
     ARM_KINDS,
     BRIDGES,
     BUDGETS,
@@ -25,11 +25,11 @@ from ledger.spec.arms import (
     Stage,
     Surgery,
 )
-from ledger.spec.common import LateOptions, Problem
-from ledger.spec.depth_choice import HaltingHead
-from ledger.spec.gates import GateKind
-from ledger.spec.manifests import GENERATORS
-from ledger.spec.training import PoissonLognormalRecurrence
+from ledger.protocol.common import LateOptions, Problem
+from ledger.protocol.depth_choice import HaltingHead
+from ledger.protocol.gates import GateKind
+from ledger.protocol.manifests import GENERATORS
+from ledger.protocol.training import PoissonLognormalRecurrence
 
 
 class RecurrentArm(ArmSpec, LateOptions):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ledger.spec.check import check_protocol_file
-from ledger.spec.loader import ProtocolError
+from ledger.protocol.check import check_protocol_file
+from ledger.protocol.loader import ProtocolError
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGE = {"objective": "intermediate", "steps": 4, "batch_size": 4, "optimizer": {"lr": 0.001}}
@@ -108,9 +108,9 @@ def test_a_halting_rule_needs_a_trained_head_read_where_it_was_trained(tmp_path:
 
 
 def test_fields_that_cannot_mean_anything_are_refused_at_load() -> None:
-    from ledger.spec.checkpoint_claims import KeepsAllClaim
-    from ledger.spec.claims import PairedExactClaim
-    from ledger.spec.manifests import RuleChasingManifest
+    from ledger.protocol.checkpoint_claims import KeepsAllClaim
+    from ledger.protocol.claims import PairedExactClaim
+    from ledger.protocol.manifests import RuleChasingManifest
 
     with pytest.raises(ValueError, match="give loop or at_step, not both"):
         PairedExactClaim.model_validate({**paired_at(4), "loop": 1})

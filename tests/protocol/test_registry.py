@@ -8,11 +8,11 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, Field
 
+from ledger.protocol.arms import ARM_KINDS, BRIDGES, BUDGETS, OBJECTIVES, RECURRENCES
+from ledger.protocol.claims import STATISTICS
+from ledger.protocol.gates import GATE_KINDS
+from ledger.protocol.manifests import GENERATORS
 from ledger.registry import Kind, Registry, UnknownKind, check_union
-from ledger.spec.arms import ARM_KINDS, BRIDGES, BUDGETS, OBJECTIVES, RECURRENCES
-from ledger.spec.claims import STATISTICS
-from ledger.spec.gates import GATE_KINDS
-from ledger.spec.manifests import GENERATORS
 
 REGISTRIES = (ARM_KINDS, BRIDGES, BUDGETS, RECURRENCES, OBJECTIVES, STATISTICS, GATE_KINDS, GENERATORS)
 

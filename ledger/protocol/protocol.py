@@ -6,7 +6,7 @@ reference (to a base, manifest, arm or gate) must resolve, and cross-field rules
 (depth ranges, alphabet sizes, surgery indices, stage objectives) are checked before
 anything runs. ``Protocol.model_json_schema()`` is the published schema
 (``ledger schema``, ``protocols/schema.json``). Loading a file with located errors
-(file, YAML line, field path) is ``ledger.spec.loader.load_protocol``.
+(file, YAML line, field path) is ``ledger.protocol.loader.load_protocol``.
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from pydantic_core import PydanticCustomError
 from ledger.canonical import canonical_json, sha256_hex
 
 # The built-in arm kinds register themselves, in the schema's order.
-from ledger.spec import recurrent_arm  # noqa: F401
+from ledger.protocol import recurrent_arm  # noqa: F401
 
 # isort: split
-from ledger.spec import dense_arm  # noqa: F401
+from ledger.protocol import dense_arm  # noqa: F401
 
 # isort: split
-from ledger.spec.arms import ARM_KINDS, Arm, ArmSpec
-from ledger.spec.bases import BaseModelSpec
-from ledger.spec.common import SCHEMA_VERSION, StrictModel
-from ledger.spec.gates import GATE_KINDS, Gate
-from ledger.spec.manifests import GENERATORS, ManifestSpec
+from ledger.protocol.arms import ARM_KINDS, Arm, ArmSpec
+from ledger.protocol.bases import BaseModelSpec
+from ledger.protocol.common import SCHEMA_VERSION, StrictModel
+from ledger.protocol.gates import GATE_KINDS, Gate
+from ledger.protocol.manifests import GENERATORS, ManifestSpec
 
 
 class Hypothesis(StrictModel):

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from ledger.canonical import sha256_canonical
+from ledger.protocol.claims import load_claims
+from ledger.protocol.loader import load_protocol
 from ledger.rows.builder import build_manifests
-from ledger.spec.claims import load_claims
-from ledger.spec.loader import load_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = json.loads((ROOT / "tests" / "pins" / "canonical_hashes.json").read_text())

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pydantic import Field
 
-from ledger.spec.common import StrictModel
-from ledger.spec.loader import ProtocolError, load_model_file
+from ledger.protocol.common import StrictModel
+from ledger.protocol.loader import ProtocolError, load_model_file
 
 PROJECT_FILE = "ledger-project.yaml"
 

@@ -15,22 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.spec.arms import ARM_KINDS, OBJECTIVES, RECURRENCES
-from ledger.spec.bases import actual_layers
-from ledger.spec.check_lineage import (
+from ledger.protocol.arms import ARM_KINDS, OBJECTIVES, RECURRENCES
+from ledger.protocol.bases import actual_layers
+from ledger.protocol.check_lineage import (
     at_step_problems,
     checkpoint_claim_problems,
     exit_claim_problems,
     exit_rule_problems,
 )
-from ledger.spec.claims import STATISTICS, ClaimFile, check_claims_against, load_claims, manifest_of
-from ledger.spec.common import Problem
-from ledger.spec.gates import GATE_KINDS
-from ledger.spec.loader import ProtocolError, ProtocolIssue, load_protocol, locate
-from ledger.spec.manifests import GENERATORS
-from ledger.spec.protocol import Protocol
-from ledger.spec.size_budget import size_problems
-from ledger.spec.training import PoissonLognormalRecurrence
+from ledger.protocol.claims import STATISTICS, ClaimFile, check_claims_against, load_claims, manifest_of
+from ledger.protocol.common import Problem
+from ledger.protocol.gates import GATE_KINDS
+from ledger.protocol.loader import ProtocolError, ProtocolIssue, load_protocol, locate
+from ledger.protocol.manifests import GENERATORS
+from ledger.protocol.protocol import Protocol
+from ledger.protocol.size_budget import size_problems
+from ledger.protocol.training import PoissonLognormalRecurrence
 
 EVALUATION_COMMON = {"manifests", "batch_size", "latency_sample_per_depth", "max_tokens"}
 

@@ -14,17 +14,17 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from ledger.protocol.checkpoint_claims import CheckpointTrendClaim, KeepsAllClaim
+from ledger.protocol.claim_common import STATISTICS as STATISTICS
+from ledger.protocol.claim_common import ClaimSpec
+from ledger.protocol.claim_common import RowFilter as RowFilter
+from ledger.protocol.claim_common import StatisticKind as StatisticKind
+from ledger.protocol.common import StrictModel
+from ledger.protocol.common import located as _located
+from ledger.protocol.depth_choice import AdaptiveDepthClaim
+from ledger.protocol.loader import ProtocolIssue, load_model_file
+from ledger.protocol.protocol import Protocol
 from ledger.registry import KindUnion
-from ledger.spec.checkpoint_claims import CheckpointTrendClaim, KeepsAllClaim
-from ledger.spec.claim_common import STATISTICS as STATISTICS
-from ledger.spec.claim_common import ClaimSpec
-from ledger.spec.claim_common import RowFilter as RowFilter
-from ledger.spec.claim_common import StatisticKind as StatisticKind
-from ledger.spec.common import StrictModel
-from ledger.spec.common import located as _located
-from ledger.spec.depth_choice import AdaptiveDepthClaim
-from ledger.spec.loader import ProtocolIssue, load_model_file
-from ledger.spec.protocol import Protocol
 
 
 class PairedExactClaim(ClaimSpec):

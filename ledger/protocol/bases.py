@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import Field
 
-from ledger.spec.common import StrictModel
+from ledger.protocol.common import StrictModel
 
 
 class BaseModelSpec(StrictModel):

@@ -7,16 +7,16 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from ledger.protocol.common import LateOptions as _LateOptions
+from ledger.protocol.common import Problem, StrictModel
+from ledger.protocol.common import located as _located
+from ledger.protocol.depth_choice import ExitRule, HaltingHead
+from ledger.protocol.gates import GateKind
+from ledger.protocol.training import RECURRENCES as RECURRENCES  # re-exported: a stage's training settings
+from ledger.protocol.training import LrSchedule as LrSchedule
+from ledger.protocol.training import Optimizer as Optimizer
+from ledger.protocol.training import Recurrence as Recurrence
 from ledger.registry import Kind, KindUnion, Registry, check_union
-from ledger.spec.common import LateOptions as _LateOptions
-from ledger.spec.common import Problem, StrictModel
-from ledger.spec.common import located as _located
-from ledger.spec.depth_choice import ExitRule, HaltingHead
-from ledger.spec.gates import GateKind
-from ledger.spec.training import RECURRENCES as RECURRENCES  # re-exported: a stage's training settings
-from ledger.spec.training import LrSchedule as LrSchedule
-from ledger.spec.training import Optimizer as Optimizer
-from ledger.spec.training import Recurrence as Recurrence
 
 # The linear projections of a Llama-family decoder layer that LoRA may target.
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -379,7 +379,7 @@ class Evaluation(_LateOptions):
 class ArmSpec(StrictModel):
     """An arm: the fields every kind has (its base, its lineage, its stages, its evaluation) and the questions
     the rest of the ledger asks of it. A kind is a subclass with a ``kind: Literal[...]`` tag, registered in
-    ``ARM_KINDS`` with its runtime in ``arms/`` (``ledger/spec/recurrent_arm.py`` and ``dense_arm.py`` are the
+    ``ARM_KINDS`` with its runtime in ``arms/`` (``ledger/protocol/recurrent_arm.py`` and ``dense_arm.py`` are the
     built-in two). ``ledger check``, ``ledger params``, the runner, the parallel cost model, gates and the
     CLI read an arm only through these methods, so a new kind is its spec and its runtime."""
 

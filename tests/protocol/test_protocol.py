@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ledger.cli.main import main
-from ledger.spec.loader import ProtocolError, load_protocol, parse_protocol
-from ledger.spec.protocol import protocol_json_schema
+from ledger.protocol.loader import ProtocolError, load_protocol, parse_protocol
+from ledger.protocol.protocol import protocol_json_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOLS = ROOT / "protocols"
@@ -278,7 +278,7 @@ def test_textually_damaged_protocols_never_raise_anything_but_protocol_error(cut
 
 def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
     """A 4 KB 'billion laughs' file (10^9 values through nested aliases) is a located bad-input message."""
-    from ledger.spec.loader import ProtocolError, load_protocol
+    from ledger.protocol.loader import ProtocolError, load_protocol
 
     lines = ['a: &a ["x","x","x","x","x","x","x","x","x","x"]']
     for previous, name in zip("abcdefgh", "bcdefghi"):

@@ -324,7 +324,7 @@ def test_claim_that_the_evidence_cannot_decide_is_refused(case: str, tmp_path: P
 
 
 def test_every_committed_protocol_checks() -> None:
-    from ledger.spec.check import issues_of
+    from ledger.protocol.check import issues_of
 
     for path in sorted((ROOT / "protocols").glob("*.yaml")):
         assert issues_of(path) == [], path
@@ -334,8 +334,8 @@ def test_a_protocol_past_the_size_budget_is_refused_before_anything_is_built(tmp
     """Measured before: `ledger check` on huge sizes ran past 120 s and 6.6 GB; now a located refusal, and the
     manifest builder is never reached."""
     import ledger.rows.builder as builder
-    from ledger.spec.check import check_protocol_file
-    from ledger.spec.loader import ProtocolError
+    from ledger.protocol.check import check_protocol_file
+    from ledger.protocol.loader import ProtocolError
 
     smoke = (Path(__file__).resolve().parents[2] / "protocols" / "smoke.yaml").read_text(encoding="utf-8")
     huge = smoke.replace(
