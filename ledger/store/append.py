@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 
 from ledger.canonical import canonical_json
 from ledger.store import merkle
-from ledger.store.base import StoreBase
+from ledger.store.base import Database
 from ledger.store.models import DOMAIN_TABLES, GENESIS_HASH, table
 from ledger.store.records import build_record, entry_hash, payload_leaf_hash, utc_now
 
@@ -40,8 +40,11 @@ class AppendResult:
     ids: dict[str, list[int]] = field(default_factory=dict)
 
 
-class AppendLog(StoreBase):
+class AppendLog:
     """The hash-chained log and its Merkle head."""
+
+    def __init__(self, db: Database):
+        self.db = db
 
     # ---- the one write path
 
@@ -57,10 +60,10 @@ class AppendLog(StoreBase):
         domain table names to rows to insert (in the given order, which must respect
         foreign keys). Ids and ``recorded_at`` are assigned here.
         """
-        with self._write() as conn:
-            return self._append_in(conn, kind, payload, records)
+        with self.db.write() as conn:
+            return self.append_in(conn, kind, payload, records)
 
-    def _append_in(
+    def append_in(
         self,
         conn: Connection,
         kind: str,
@@ -125,7 +128,7 @@ class AppendLog(StoreBase):
     # ---- Merkle head
 
     def leaf_hashes(self) -> list[str]:
-        with self._read() as conn:
+        with self.db.read() as conn:
             return [row[0] for row in conn.execute(text("SELECT leaf_hash FROM chain_entries ORDER BY seq"))]
 
     def head(self) -> tuple[str, int]:

@@ -22,8 +22,8 @@ from ledger.store.models import ALL_TABLES, table
 R = TypeVar("R")
 
 
-class StoreBase:
-    """A ledger database's connection handling; ``Store`` adds the writes, rules, reads and checks."""
+class Database:
+    """A ledger database's connection handling, shared by every part of ``Store`` (each holds it as ``db``)."""
 
     def __init__(self, engine: Engine, url: str):
         self.engine = engine
@@ -45,7 +45,7 @@ class StoreBase:
         return self.engine.dialect.name
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def write(self) -> Iterator[Connection]:
         """One write transaction, writers one at a time: SQLite ``BEGIN IMMEDIATE``; PostgreSQL
         (READ COMMITTED) ``LOCK TABLE chain_entries IN EXCLUSIVE MODE`` first, so the writer
         then sees every entry committed before it and readers are never blocked."""
@@ -85,7 +85,7 @@ class StoreBase:
                 fcntl.flock(held.fileno(), fcntl.LOCK_UN)
 
     @contextmanager
-    def _read(self) -> Iterator[Connection]:
+    def read(self) -> Iterator[Connection]:
         """One read transaction over one snapshot (SQLite's WAL read transaction; PostgreSQL
         REPEATABLE READ): a read of several tables never sees half of a concurrent append."""
         with self.engine.connect() as conn:
@@ -94,25 +94,21 @@ class StoreBase:
             with conn.begin():
                 yield conn
 
-    def _records(self, stmt: Select, record: type[R]) -> list[R]:
+    def records(self, stmt: Select, record: type[R]) -> list[R]:
         """The rows of a Core select as typed records (the select's labels are the record's fields)."""
-        with self._read() as conn:
+        with self.read() as conn:
             return [record(**row._mapping) for row in conn.execute(stmt)]
 
     def entry_data(self, kind: str) -> list[tuple[int, dict]]:
-        """(seq, data) of every free chain entry of ``kind``, in chain order."""
-        return self._entry_data(kind)
-
-    def _entry_data(self, kind: str) -> list[tuple[int, dict]]:
         """(seq, data) of every free chain entry of ``kind`` (e.g. ``registration``), in chain order."""
         c = table("chain_entries")
         stmt = select(c.c.seq, c.c.payload).where(c.c.kind == kind).order_by(c.c.seq)
-        with self._read() as conn:
+        with self.read() as conn:
             return [(seq, json.loads(payload)["data"]) for seq, payload in conn.execute(stmt)]
 
     # ---- rows by key
 
-    def _fetch_one(self, conn: Connection, table_name: str, **where) -> dict | None:
+    def fetch_one(self, conn: Connection, table_name: str, **where) -> dict | None:
         t = table(table_name)
         stmt = select(t)
         for column, value in where.items():
@@ -120,18 +116,18 @@ class StoreBase:
         row = conn.execute(stmt.limit(1)).mappings().first()
         return dict(row) if row is not None else None
 
-    def _fetch_all(self, conn: Connection, table_name: str, **where) -> list[dict]:
+    def fetch_all(self, conn: Connection, table_name: str, **where) -> list[dict]:
         t = table(table_name)
         stmt = select(t)
         for column, value in where.items():
             stmt = stmt.where(t.c[column] == value)
         return [dict(row) for row in conn.execute(stmt).mappings()]
 
-    def _exists(self, conn: Connection, table_name: str, **where) -> bool:
-        return self._fetch_one(conn, table_name, **where) is not None
+    def exists(self, conn: Connection, table_name: str, **where) -> bool:
+        return self.fetch_one(conn, table_name, **where) is not None
 
-    def _require(self, conn: Connection, table_name: str, what: str, **where) -> dict:
-        row = self._fetch_one(conn, table_name, **where)
+    def require(self, conn: Connection, table_name: str, what: str, **where) -> dict:
+        row = self.fetch_one(conn, table_name, **where)
         if row is None:
             raise StoreError(f"{what} {', '.join(map(str, where.values()))} is not in the ledger")
         return row
@@ -140,8 +136,8 @@ class StoreBase:
         """The first row of ``table_name`` matching ``column=value`` filters, as a dict."""
         if table_name not in ALL_TABLES:
             raise ValueError(f"unknown ledger table {table_name!r}")
-        with self._read() as conn:
-            return self._fetch_one(conn, table_name, **where)
+        with self.read() as conn:
+            return self.fetch_one(conn, table_name, **where)
 
     def rows_of(self, table_name: str, **where) -> list[dict]:
         """All rows of ``table_name`` matching the filters, ordered by id (seq for chain_entries)."""
@@ -152,7 +148,7 @@ class StoreBase:
         for column, value in where.items():
             stmt = stmt.where(t.c[column] == value)
         stmt = stmt.order_by(t.c.seq if table_name == "chain_entries" else t.c.id)
-        with self._read() as conn:
+        with self.read() as conn:
             return [dict(row) for row in conn.execute(stmt).mappings()]
 
     def get_checkpoint(self, sha256: str) -> dict | None:

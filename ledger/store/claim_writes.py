@@ -12,12 +12,19 @@ from typing import Any
 
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.store.append import AppendLog
+from ledger.store.base import Database
 from ledger.store.models import CLAIM_OUTCOMES
 from ledger.store.records import json_or_none, to_plain
 from ledger.store.rules import ConflictError
 
 
-class ClaimWrites(AppendLog):
+class ClaimWrites:
+    """Claims, their statistical tests and their outcomes, appended to the log."""
+
+    def __init__(self, db: Database, log: AppendLog):
+        self.db = db
+        self.log = log
+
     def add_claim(self, claim_id: str, spec: Any, *, protocol_sha256: str | None = None) -> str:
         """Register (preregister) a claim; returns the SHA-256 of its canonical spec.
 
@@ -27,8 +34,8 @@ class ClaimWrites(AppendLog):
         spec = to_plain(spec)
         canonical = canonical_json(spec)
         sha = sha256_hex(canonical)
-        with self._write() as conn:
-            existing = self._fetch_one(conn, "claims", claim_id=claim_id)
+        with self.db.write() as conn:
+            existing = self.db.fetch_one(conn, "claims", claim_id=claim_id)
             if existing is not None:
                 if existing["spec_sha256"] != sha:
                     raise ConflictError(
@@ -36,7 +43,7 @@ class ClaimWrites(AppendLog):
                         "a changed claim is a deviation; record it and register a new claim id"
                     )
                 return sha
-            self._append_in(
+            self.log.append_in(
                 conn,
                 "claim",
                 {},
@@ -94,8 +101,8 @@ class ClaimWrites(AppendLog):
         input_rows = [dict(item, test_id=test_id) for item in inputs]
         used = [{"test_id": test_id, "evidence_id": int(evidence_id)} for evidence_id in sorted(set(evidence_ids))]
         records = {"stat_tests": [record], "stat_test_inputs": input_rows, "stat_test_evidence": used}
-        with self._write() as conn:
-            self._append_in(conn, "stat_test", {}, records)
+        with self.db.write() as conn:
+            self.log.append_in(conn, "stat_test", {}, records)
         return test_id
 
     def add_claim_outcome(
@@ -121,6 +128,6 @@ class ClaimWrites(AppendLog):
             "stat_test_id": stat_test_id,
             "detail_json": json_or_none(to_plain(detail)),
         }
-        with self._write() as conn:
-            result = self._append_in(conn, "claim_outcome", {}, {"claim_outcomes": [record]})
+        with self.db.write() as conn:
+            result = self.log.append_in(conn, "claim_outcome", {}, {"claim_outcomes": [record]})
         return result.ids["claim_outcomes"][0]

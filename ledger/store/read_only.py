@@ -29,7 +29,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.exc import DBAPIError
 
-from ledger.store.base import StoreBase
+from ledger.store.base import Database
 from ledger.store.engine import StoreError
 
 
@@ -204,7 +204,12 @@ def _timed_out(timeout_s: float | None) -> QueryTimeout:
     return QueryTimeout(f"query stopped after {timeout_s:g} s, its time limit (raise it with --timeout SECONDS)")
 
 
-class ReadOnlySQL(StoreBase):
+class ReadOnlySQL:
+    """The auditor's read-only SQL (``ledger query``)."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
     def query(
         self, sql: str, params: Params = None, *, read_only: bool = True, timeout_s: float | None = None
     ) -> QueryResult:
@@ -220,15 +225,15 @@ class ReadOnlySQL(StoreBase):
         """
         if read_only:
             sql = check_read_only_sql(sql)
-        with self.engine.connect() as conn:
+        with self.db.engine.connect() as conn:
             if not read_only:
                 with conn.begin():
-                    return _result(_execute(conn, sql, params), booleans_as_int=self.dialect != "sqlite")
-            if self.dialect == "sqlite":
+                    return _result(_execute(conn, sql, params), booleans_as_int=self.db.dialect != "sqlite")
+            if self.db.dialect == "sqlite":
                 return self._sqlite_read_only(conn, sql, params, timeout_s)
             trans = conn.begin()
             try:
-                if self.dialect == "postgresql":
+                if self.db.dialect == "postgresql":
                     conn.execute(text("SET TRANSACTION READ ONLY"))
                     if timeout_s is not None:
                         conn.execute(text(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}"))

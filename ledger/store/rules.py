@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sqlalchemy.engine import Connection
 
-from ledger.store.base import StoreBase
+from ledger.store.base import Database
 from ledger.store.engine import StoreError
 
 
@@ -30,12 +30,15 @@ def gate_action(action: str) -> str:
     return action
 
 
-class StoreRules(StoreBase):
+class StoreRules:
     """Preregistration of evidence and the lineage rule."""
 
-    def _require_registered_run(self, conn: Connection, run_id: str | None) -> None:
+    def __init__(self, db: Database):
+        self.db = db
+
+    def require_registered_run(self, conn: Connection, run_id: str | None) -> None:
         """Evidence belongs to a run of a registered protocol: results never precede the plan."""
-        run = self._fetch_one(conn, "runs", run_id=run_id) if run_id is not None else None
+        run = self.db.fetch_one(conn, "runs", run_id=run_id) if run_id is not None else None
         if run is None:
             raise StoreError(f"evidence names run {run_id!r}, which is not in the ledger")
         if run["protocol_sha256"] is None:
@@ -44,7 +47,7 @@ class StoreRules(StoreBase):
                 "(run `ledger register PROTOCOL` before any result)"
             )
 
-    def _check_continuation(self, conn: Connection, parent_sha256: str, *, child_status: str) -> None:
+    def check_continuation_in(self, conn: Connection, parent_sha256: str, *, child_status: str) -> None:
         """Refuse to continue from a lineage that failed a hard gate or that is exploratory.
 
         Walks the parent's whole ancestry. Any ancestor with status ``failed``, or with a
@@ -62,7 +65,7 @@ class StoreRules(StoreBase):
             if current in seen:
                 raise LineageRefused(f"checkpoint {current} appears twice in its own ancestry")
             seen.add(current)
-            node = self._fetch_one(conn, "checkpoints", sha256=current)
+            node = self.db.fetch_one(conn, "checkpoints", sha256=current)
             if node is None:
                 raise LineageRefused(
                     f"refusing to continue: ancestor {current} (generation {generation}) is not in the ledger"
@@ -70,7 +73,7 @@ class StoreRules(StoreBase):
             who = f"ancestor {current[:12]} ({node['arm']}/{node['stage'] or '-'}, generation {generation})"
             failed_gates = [
                 gate
-                for gate in self._fetch_all(conn, "gate_results", checkpoint_sha256=current)
+                for gate in self.db.fetch_all(conn, "gate_results", checkpoint_sha256=current)
                 if not gate["passed"] and gate["action"] == "stop"
             ]
             if failed_gates:
@@ -87,5 +90,5 @@ class StoreRules(StoreBase):
 
     def check_continuation(self, parent_sha256: str, *, child_status: str = "promoted") -> None:
         """Raise ``LineageRefused`` if a new checkpoint may not descend from ``parent_sha256``."""
-        with self._read() as conn:
-            self._check_continuation(conn, parent_sha256, child_status=child_status)
+        with self.db.read() as conn:
+            self.check_continuation_in(conn, parent_sha256, child_status=child_status)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import inspect, text
 
-from ledger.store.base import StoreBase
+from ledger.store.base import Database
 from ledger.store.engine import current_revision, head_revision
 from ledger.store.models import ALL_TABLES
 from ledger.store.views import VIEW_NAMES
@@ -24,19 +24,24 @@ def expected_triggers(dialect: str) -> set[str]:
     return set()
 
 
-class SchemaCheck(StoreBase):
+class SchemaCheck:
+    """What differs from the schema of this code's migrations."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
     def schema_problems(self) -> list[str]:
         """What differs from the schema of this code's migrations: tables, views, triggers, revision."""
         problems: list[str] = []
-        with self._read() as conn:
+        with self.db.read() as conn:
             inspector = inspect(conn)
             tables = set(inspector.get_table_names()) - {"alembic_version"}
             views = set(inspector.get_view_names())
-            if self.dialect == "sqlite":
+            if self.db.dialect == "sqlite":
                 triggers = {
                     row[0] for row in conn.execute(text("SELECT name FROM sqlite_master WHERE type = 'trigger'"))
                 }
-            elif self.dialect == "postgresql":
+            elif self.db.dialect == "postgresql":
                 triggers = {
                     row[0] for row in conn.execute(text("SELECT tgname FROM pg_trigger WHERE NOT tgisinternal"))
                 }
@@ -51,7 +56,7 @@ class SchemaCheck(StoreBase):
             problems.append(f"schema: view {name!r} is not one the migrations create")
         for name in sorted(set(VIEW_NAMES) - views):
             problems.append(f"schema: view {name!r} is missing")
-        expected = expected_triggers(self.dialect)
+        expected = expected_triggers(self.db.dialect)
         for name in sorted(expected - triggers):
             problems.append(f"schema: append-only trigger {name!r} is missing (dropped: rows could be edited)")
         for name in sorted(triggers - expected):

@@ -16,7 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from ledger.store import merkle
-from ledger.store.base import StoreBase
+from ledger.store.base import Database
 from ledger.store.chain_rows import entries_written
 from ledger.store.chain_walk import ChainPart, ChainProblem, ChainReport, merge_reports, plan_parts, walk_part
 from ledger.store.models import DOMAIN_TABLES
@@ -71,21 +71,26 @@ def _part_in_child(url: str, part: ChainPart, written: dict[str, dict]) -> Chain
     """In a forked process: a read-only connection of its own (none of the parent's is touched)."""
     from ledger.store.engine import make_engine
 
-    store = ChainVerification(make_engine(url, read_only=True), url)
+    db = Database(make_engine(url, read_only=True), url)
     try:
-        with store._read() as conn:
+        with db.read() as conn:
             return walk_part(conn, part, written)
     finally:
-        store.close()
+        db.close()
 
 
-class ChainVerification(StoreBase):
+class ChainVerification:
+    """The chain walked and compared with every domain row; the consistency proofs."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
     def verify_chain(self, parts: int = 1) -> ChainReport:
         """Recompute every leaf and entry hash, the sequence, and compare every domain row with its entry.
 
         ``parts`` > 1 walks the chain as that many consecutive stretches, one after another here
         (``start_chain_check`` gives each its own process): the same checks, the same report."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             return _walk_here(conn, _written(conn), parts)
 
     def start_chain_check(self, since_head: tuple[str, int] | None = None, parts: int | None = None) -> ChainCheck:
@@ -93,7 +98,7 @@ class ChainVerification(StoreBase):
         (``parts``, default: one per core on a ledger of more than ``SPLIT_ABOVE_ROWS`` rows), so that the
         caller recomputes its claims meanwhile; ``result()`` waits for them. Inline on a small ledger, with
         one core, without fork, or for an in-memory database."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             written = _written(conn)
             total = sum(count for table in written.values() for count, _, _ in table.values())
             if parts is None:
@@ -101,14 +106,14 @@ class ChainVerification(StoreBase):
             forked = (
                 parts > 1
                 and "fork" in multiprocessing.get_all_start_methods()
-                and self.engine.url.database not in (None, "", ":memory:")
+                and self.db.engine.url.database not in (None, "", ":memory:")
             )
             if not forked:
                 return ChainCheck(self, since_head, done=_walk_here(conn, written, parts))
             plan = plan_parts(conn, written, parts)
         executor = ProcessPoolExecutor(len(plan), mp_context=multiprocessing.get_context("fork"))
         try:
-            futures = [executor.submit(_part_in_child, self.url, part, written) for part in plan]
+            futures = [executor.submit(_part_in_child, self.db.url, part, written) for part in plan]
         finally:
             executor.shutdown(wait=False)
         return ChainCheck(self, since_head, futures=futures)
@@ -155,7 +160,7 @@ class ChainVerification(StoreBase):
 
     def _recomputed_leaves(self) -> list[bytes]:
         """Leaves from the stored payloads, not the stored leaf hashes: a proof must not trust them."""
-        with self._read() as conn:
+        with self.db.read() as conn:
             return [
                 merkle.leaf_hash(row[0].encode("utf-8"))
                 for row in conn.execute(text("SELECT payload FROM chain_entries ORDER BY seq"))

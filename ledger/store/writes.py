@@ -13,14 +13,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ledger.canonical import canonical_json, sha256_file, sha256_hex
-from ledger.store.claim_writes import ClaimWrites
+from ledger.store.append import AppendLog
+from ledger.store.base import Database
 from ledger.store.models import CHECKPOINT_STATUSES, DEVIATION_TIMINGS
 from ledger.store.records import json_or_none, to_plain
 from ledger.store.rules import ConflictError, StoreRules, gate_action
 
 
-class DomainWrites(ClaimWrites, StoreRules):
+class DomainWrites:
     """Protocols, deviations, manifests, runs, checkpoints, gates and evidence (claims: ``ClaimWrites``)."""
+
+    def __init__(self, db: Database, log: AppendLog, rules: StoreRules):
+        self.db = db
+        self.log = log
+        self.rules = rules
 
     def add_protocol(
         self,
@@ -44,10 +50,10 @@ class DomainWrites(ClaimWrites, StoreRules):
         version = version or str(data.get("version") or "")
         if not name:
             raise ValueError("a protocol needs a name (in the document or as name=)")
-        with self._write() as conn:
-            if self._exists(conn, "protocols", sha256=sha):
+        with self.db.write() as conn:
+            if self.db.exists(conn, "protocols", sha256=sha):
                 return sha
-            self._append_in(
+            self.log.append_in(
                 conn,
                 "protocol",
                 {"sha256": sha},
@@ -78,9 +84,9 @@ class DomainWrites(ClaimWrites, StoreRules):
             "timing": timing,
             "new_protocol_sha256": new_protocol_sha256,
         }
-        with self._write() as conn:
-            self._require(conn, "protocols", "protocol", sha256=protocol_sha256)
-            result = self._append_in(conn, "deviation", {}, {"deviations": [record]})
+        with self.db.write() as conn:
+            self.db.require(conn, "protocols", "protocol", sha256=protocol_sha256)
+            result = self.log.append_in(conn, "deviation", {}, {"deviations": [record]})
         return result.ids["deviations"][0]
 
     def add_manifest(self, manifest, *, protocol_sha256: str | None = None) -> str:
@@ -102,10 +108,10 @@ class DomainWrites(ClaimWrites, StoreRules):
             }
             for position, row in enumerate(manifest.rows)
         ]
-        with self._write() as conn:
-            if self._exists(conn, "manifests", sha256=sha):
+        with self.db.write() as conn:
+            if self.db.exists(conn, "manifests", sha256=sha):
                 return sha
-            self._append_in(
+            self.log.append_in(
                 conn,
                 "manifest",
                 {"sha256": sha},
@@ -142,10 +148,10 @@ class DomainWrites(ClaimWrites, StoreRules):
             "rng_json": canonical_json(to_plain(rng) if rng is not None else {}),
             "note": note,
         }
-        with self._write() as conn:
-            if self._exists(conn, "runs", run_id=run_id):
+        with self.db.write() as conn:
+            if self.db.exists(conn, "runs", run_id=run_id):
                 raise ConflictError(f"run {run_id!r} is already recorded")
-            self._append_in(conn, "run", {}, {"runs": [record]})
+            self.log.append_in(conn, "run", {}, {"runs": [record]})
         return run_id
 
     def add_checkpoint(
@@ -210,8 +216,8 @@ class DomainWrites(ClaimWrites, StoreRules):
             else None,
             "meta_json": json_or_none(to_plain(meta)),
         }
-        with self._write() as conn:
-            existing = self._fetch_one(conn, "checkpoints", sha256=sha256)
+        with self.db.write() as conn:
+            existing = self.db.fetch_one(conn, "checkpoints", sha256=sha256)
             if existing is not None:
                 if existing["status"] != status or existing["arm"] != arm:
                     raise ConflictError(
@@ -219,11 +225,11 @@ class DomainWrites(ClaimWrites, StoreRules):
                     )
                 return sha256
             if parent_sha256 is not None:
-                self._check_continuation(conn, parent_sha256, child_status=status)
+                self.rules.check_continuation_in(conn, parent_sha256, child_status=status)
             records: dict[str, list] = {"checkpoints": [record]}
             if gate_rows:
                 records["gate_results"] = gate_rows
-            self._append_in(conn, "checkpoint", {"sha256": sha256}, records)
+            self.log.append_in(conn, "checkpoint", {"sha256": sha256}, records)
         return sha256
 
     def add_gate_result(
@@ -257,8 +263,8 @@ class DomainWrites(ClaimWrites, StoreRules):
             "action": gate_action(action),
             "detail_json": json_or_none(detail),
         }
-        with self._write() as conn:
-            result = self._append_in(conn, "gate_result", {}, {"gate_results": [record]})
+        with self.db.write() as conn:
+            result = self.log.append_in(conn, "gate_result", {}, {"gate_results": [record]})
         return result.ids["gate_results"][0]
 
     _EVIDENCE_FIELDS = (
@@ -307,8 +313,8 @@ class DomainWrites(ClaimWrites, StoreRules):
         size = batch_size or len(rows)
         for start in range(0, len(rows), size):
             batch = rows[start : start + size]
-            with self._write() as conn:
+            with self.db.write() as conn:
                 for run in {values.get("run_id") for values in batch}:
-                    self._require_registered_run(conn, run)
-                self._append_in(conn, "evidence", {"n": len(batch)}, {"evidence": batch}, nan_as_null=True)
+                    self.rules.require_registered_run(conn, run)
+                self.log.append_in(conn, "evidence", {"n": len(batch)}, {"evidence": batch}, nan_as_null=True)
         return len(rows)

@@ -370,7 +370,7 @@ def test_a_chain_walked_in_parts_is_cut_into_that_many_stretches(copy_of_templat
     from ledger.store.chain_walk import plan_parts
     from ledger.store.models import DOMAIN_TABLES
 
-    with _store(copy_of_template()) as store, store._read() as conn:
+    with _store(copy_of_template()) as store, store.db.read() as conn:
         written = {name: entries_written(conn, name) for name in DOMAIN_TABLES}
         n_entries = conn.execute(text("SELECT COUNT(*) FROM chain_entries")).scalar_one()
         plan = plan_parts(conn, written, 3)

@@ -42,8 +42,8 @@ _WRITER = textwrap.dedent(
              "loop": 0, "prediction": "A", "correct": True}
             for row in rows
         ]
-        with store._write() as conn:
-            store._append_in(conn, "evidence", {}, {"evidence": batch})
+        with store.db.write() as conn:
+            store.log.append_in(conn, "evidence", {}, {"evidence": batch})
             print("inside", flush=True)
             time.sleep(120)
     i = 0

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import or_, select, text, union
 
-from ledger.store.base import StoreBase
+from ledger.store.base import Database
 from ledger.store.models import table
 
 
@@ -46,7 +46,12 @@ def _checkpoint_select():
     ).order_by(c.c.id)
 
 
-class CheckpointReads(StoreBase):
+class CheckpointReads:
+    """Checkpoints, their lineage and their gates."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
     def checkpoint(self, sha256: str) -> RecordedCheckpoint | None:
         found = self.checkpoints([sha256])
         return found[0] if found else None
@@ -54,13 +59,13 @@ class CheckpointReads(StoreBase):
     def checkpoints(self, sha256s: Iterable[str]) -> list[RecordedCheckpoint]:
         """These checkpoints in recording order."""
         c, stmt = _checkpoint_select()
-        return self._records(stmt.where(c.c.sha256.in_(list(sha256s))), RecordedCheckpoint)
+        return self.db.records(stmt.where(c.c.sha256.in_(list(sha256s))), RecordedCheckpoint)
 
     def checkpoint_meta(self, sha256s: Iterable[str]) -> dict[str, dict]:
         """The recorded meta (training record: steps, losses, FLOPs, ...) of these checkpoints; {} where none."""
         c = table("checkpoints")
         stmt = select(c.c.sha256, c.c.meta_json).where(c.c.sha256.in_(list(sha256s)))
-        with self._read() as conn:
+        with self.db.read() as conn:
             return {sha: json.loads(meta) if meta else {} for sha, meta in conn.execute(stmt)}
 
     def checkpoints_of_run(self, run_id: str, *, stage: str | None = None) -> list[RecordedCheckpoint]:
@@ -69,7 +74,7 @@ class CheckpointReads(StoreBase):
         stmt = stmt.where(c.c.run_id == run_id)
         if stage is not None:
             stmt = stmt.where(c.c.stage == stage)
-        return self._records(stmt, RecordedCheckpoint)
+        return self.db.records(stmt, RecordedCheckpoint)
 
     def checkpoints_in_scope(self, protocol_sha256s: Iterable[str]) -> set[str]:
         """Checkpoints recorded by these protocols' runs, and those their runs' evidence names."""
@@ -77,7 +82,7 @@ class CheckpointReads(StoreBase):
         shas = list(protocol_sha256s)
         recorded = select(c.c.sha256).join(u, u.c.run_id == c.c.run_id).where(u.c.protocol_sha256.in_(shas))
         read = select(e.c.checkpoint_sha256).join(u, u.c.run_id == e.c.run_id).where(u.c.protocol_sha256.in_(shas))
-        with self._read() as conn:
+        with self.db.read() as conn:
             return {sha for (sha,) in conn.execute(union(recorded, read))}
 
     def gate_results(self, checkpoint_sha256s: Iterable[str]) -> list[RecordedGate]:
@@ -99,7 +104,7 @@ class CheckpointReads(StoreBase):
             .where(g.c.checkpoint_sha256.in_(list(checkpoint_sha256s)))
             .order_by(g.c.id)
         )
-        return self._records(stmt, RecordedGate)
+        return self.db.records(stmt, RecordedGate)
 
     def latest_gate_verdict(self, gate: str, arm: str, protocol_sha256s: Iterable[str]) -> bool | None:
         """Whether ``gate`` last passed on one of the arm's checkpoints in scope (None if never recorded).
@@ -119,12 +124,12 @@ class CheckpointReads(StoreBase):
             .order_by(g.c.id.desc())
             .limit(1)
         )
-        with self._read() as conn:
+        with self.db.read() as conn:
             found = conn.execute(stmt).first()
         return bool(found[0]) if found is not None else None
 
     def lineage(self, sha256: str) -> list[dict]:
         """The checkpoint and its ancestors, nearest first (generation 0 = itself), as ``v_lineage`` rows."""
         stmt = text("SELECT * FROM v_lineage WHERE checkpoint_sha256 = :sha ORDER BY generation")
-        with self._read() as conn:
+        with self.db.read() as conn:
             return [dict(row) for row in conn.execute(stmt, {"sha": sha256}).mappings()]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from ledger.store.base import StoreBase
+from ledger.store.base import Database
 from ledger.store.models import table
 
 
@@ -48,14 +48,19 @@ class RecordedOutcome:
         return _json_object(self.detail_json)
 
 
-class ClaimReads(StoreBase):
+class ClaimReads:
+    """Registered claims, their tests and their outcomes."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
     def claims(self, claim_id: str | None = None) -> list[RegisteredClaim]:
         """Registered claims in registration order (the one with ``claim_id``, if given)."""
         c = table("claims")
         stmt = select(c.c.id, c.c.claim_id, c.c.protocol_sha256, c.c.spec_sha256, c.c.spec_json, c.c.entry_seq)
         if claim_id is not None:
             stmt = stmt.where(c.c.claim_id == claim_id)
-        return self._records(stmt.order_by(c.c.id), RegisteredClaim)
+        return self.db.records(stmt.order_by(c.c.id), RegisteredClaim)
 
     def claim(self, claim_id: str) -> RegisteredClaim | None:
         found = self.claims(claim_id)
@@ -77,8 +82,8 @@ class ClaimReads(StoreBase):
             .outerjoin(t, t.c.test_id == o.c.stat_test_id)
             .order_by(o.c.id)
         )
-        return self._records(stmt, RecordedOutcome)
+        return self.db.records(stmt, RecordedOutcome)
 
     def first_outcome(self, claim_id: str) -> dict | None:
-        rows = self.rows_of("claim_outcomes", claim_id=claim_id)
+        rows = self.db.rows_of("claim_outcomes", claim_id=claim_id)
         return rows[0] if rows else None

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import exists, select
 
-from ledger.store.base import StoreBase
+from ledger.store.base import Database
 from ledger.store.models import table
 
 
@@ -35,10 +35,15 @@ def _manifest_columns():
     return m, select(m.c.id, m.c.sha256, m.c.name, m.c.n_rows, m.c.protocol_sha256).order_by(m.c.id)
 
 
-class ManifestReads(StoreBase):
+class ManifestReads:
+    """Registered manifests and their rows."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
     def manifest(self, sha256: str) -> RegisteredManifest | None:
         m, stmt = _manifest_columns()
-        found = self._records(stmt.where(m.c.sha256 == sha256), RegisteredManifest)
+        found = self.db.records(stmt.where(m.c.sha256 == sha256), RegisteredManifest)
         return found[0] if found else None
 
     def _registered_by(self, protocol_sha256s: Iterable[str]):
@@ -48,7 +53,7 @@ class ManifestReads(StoreBase):
         shas = set(protocol_sha256s)
         named = {
             (name, sha)
-            for _, data in self._entry_data("registration")
+            for _, data in self.db.entry_data("registration")
             if data.get("protocol_sha256") in shas
             for name, sha in (data.get("manifests") or {}).items()
         }
@@ -61,7 +66,7 @@ class ManifestReads(StoreBase):
         stmt = stmt.where(registered)
         if name is not None:  # the name a registration gave it, or the one it was stored under
             stmt = stmt.where((m.c.name == name) | m.c.sha256.in_(sorted(sha for n, sha in named if n == name)))
-        return self._records(stmt, RegisteredManifest)
+        return self.db.records(stmt, RegisteredManifest)
 
     def manifests_with_evidence(self, protocol_sha256s: Iterable[str], *, task: str) -> list[RegisteredManifest]:
         """The protocols' manifests holding rows of ``task`` and any evidence, in registration order."""
@@ -73,7 +78,7 @@ class ManifestReads(StoreBase):
             exists().where(r.c.manifest_sha256 == m.c.sha256, r.c.task == task),
             exists().where(e.c.manifest_sha256 == m.c.sha256),
         )
-        return self._records(stmt, RegisteredManifest)
+        return self.db.records(stmt, RegisteredManifest)
 
     def manifest_rows(self, manifest_sha256: str) -> list[StoredRow]:
         """A manifest's rows in manifest order, with their stored content and hash."""
@@ -83,4 +88,4 @@ class ManifestReads(StoreBase):
             .where(r.c.manifest_sha256 == manifest_sha256)
             .order_by(r.c.position)
         )
-        return self._records(stmt, StoredRow)
+        return self.db.records(stmt, StoredRow)

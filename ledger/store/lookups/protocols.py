@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from ledger.store.base import StoreBase
+from ledger.store.base import Database
 from ledger.store.models import table
 
 RELEASE_VERSION = "release"  # the version an imported release is registered under
@@ -59,7 +59,12 @@ class RegistrationEntry:
     claims: tuple[str, ...] = ()  # the claim keys (``protocol/id``) this registration preregistered
 
 
-class ProtocolReads(StoreBase):
+class ProtocolReads:
+    """Registered protocols, their registrations and deviations."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
     def protocols(
         self, *, sha256s: Iterable[str] | None = None, name: str | None = None, release: bool | None = None
     ) -> list[RegisteredProtocol]:
@@ -72,7 +77,7 @@ class ProtocolReads(StoreBase):
             stmt = stmt.where(p.c.name == name)
         if release is not None:
             stmt = stmt.where(p.c.version == RELEASE_VERSION if release else p.c.version != RELEASE_VERSION)
-        return self._records(stmt, RegisteredProtocol)
+        return self.db.records(stmt, RegisteredProtocol)
 
     def protocol(self, sha256: str) -> RegisteredProtocol | None:
         found = self.protocols(sha256s=[sha256])
@@ -95,12 +100,12 @@ class ProtocolReads(StoreBase):
             .where(d.c.new_protocol_sha256 == new_protocol_sha256)
             .order_by(d.c.id)
         )
-        return self._records(stmt, RecordedDeviation)
+        return self.db.records(stmt, RecordedDeviation)
 
     def registrations(self, protocol: str | None = None) -> list[RegistrationEntry]:
         """``registration`` entries in chain order (of one protocol name if given)."""
         found = []
-        for seq, data in self._entry_data("registration"):
+        for seq, data in self.db.entry_data("registration"):
             entry = RegistrationEntry(
                 seq,
                 data["protocol"],

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import Integer, Select, cast, exists, func, select
 
-from ledger.store.base import StoreBase
+from ledger.store.base import Database
 from ledger.store.final_reading import choose_final, final_candidate_sql
 from ledger.store.models import table
 
@@ -80,7 +80,12 @@ class ExternalCounts:
     counts: dict[int, tuple[int, int]]
 
 
-class EvidenceReads(StoreBase):
+class EvidenceReads:
+    """Readings and measured losses, and what they were read by."""
+
+    def __init__(self, db: Database):
+        self.db = db
+
     def readings(
         self,
         manifest_sha256: str,
@@ -98,7 +103,7 @@ class EvidenceReads(StoreBase):
         if loop is not None:
             stmt = stmt.where(e.c.loop == loop)
         stmt = stmt.order_by(r.c.position, e.c.loop, e.c.id) if in_manifest_order else stmt.order_by(e.c.id)
-        return self._records(stmt, EvidenceReading)
+        return self.db.records(stmt, EvidenceReading)
 
     def final_readings(
         self,
@@ -114,7 +119,7 @@ class EvidenceReads(StoreBase):
         stmt = self._reading_select(manifest_sha256, protocol_sha256s, arm, checkpoint_sha256, run_id)
         stmt = stmt.where(final_candidate_sql(r.c.depth, e.c.loop, e.c.correct)).order_by(e.c.id)
         by_series: dict[tuple[str, str], list[EvidenceReading]] = {}
-        for reading in self._records(stmt, EvidenceReading):
+        for reading in self.db.records(stmt, EvidenceReading):
             by_series.setdefault((reading.arm, reading.checkpoint_sha256), []).append(reading)
         chosen = [final for series in by_series.values() for final in choose_final(series).values()]
         return sorted(chosen, key=lambda reading: reading.id)
@@ -153,7 +158,7 @@ class EvidenceReads(StoreBase):
         stmt = select(e.c.id).where(e.c.run_id == run_id, e.c.manifest_sha256 == manifest_sha256)
         if checkpoint_sha256 is not None:
             stmt = stmt.where(e.c.checkpoint_sha256 == checkpoint_sha256)
-        with self._read() as conn:
+        with self.db.read() as conn:
             return conn.execute(stmt.limit(1)).first() is not None
 
     def evidence_count_of(self, protocol_sha256s: Iterable[str]) -> int:
@@ -165,7 +170,7 @@ class EvidenceReads(StoreBase):
             .join(u, u.c.run_id == e.c.run_id)
             .where(u.c.protocol_sha256.in_(list(protocol_sha256s)))
         )
-        with self._read() as conn:
+        with self.db.read() as conn:
             return int(conn.execute(stmt).scalar_one())
 
     @staticmethod
@@ -199,7 +204,7 @@ class EvidenceReads(StoreBase):
             .order_by(c.c.id.desc())
             .limit(1)
         )
-        with self._read() as conn:
+        with self.db.read() as conn:
             return conn.execute(stmt).scalar()
 
     def checkpoints_on(
@@ -211,7 +216,7 @@ class EvidenceReads(StoreBase):
         stmt = (
             select(c.c.sha256).where(self._has_readings(e, c, arm, manifest_sha256, protocol_sha256s)).order_by(c.c.id)
         )
-        with self._read() as conn:
+        with self.db.read() as conn:
             return list(conn.execute(stmt).scalars())
 
     def measured_losses(
@@ -249,7 +254,7 @@ class EvidenceReads(StoreBase):
             e.c.loop == loop,
         )
         found = {}
-        with self._read() as conn:
+        with self.db.read() as conn:
             for evidence_id, row_id, detail in conn.execute(stmt.order_by(e.c.id)):
                 measured = json.loads(detail) if detail else {}
                 if "nats" in measured and "tokens" in measured:
@@ -261,7 +266,7 @@ class EvidenceReads(StoreBase):
         e = table("evidence")
         ids = sorted(set(evidence_ids))
         found: dict[int, dict] = {}
-        with self._read() as conn:
+        with self.db.read() as conn:
             for start in range(0, len(ids), 500):  # within every backend's bound-parameter limit
                 stmt = select(e.c.id, e.c.detail_json).where(e.c.id.in_(ids[start : start + 500]))
                 for evidence_id, detail in conn.execute(stmt):
@@ -278,7 +283,7 @@ class EvidenceReads(StoreBase):
             .join(u, u.c.run_id == e.c.run_id)
             .distinct()
         )
-        return self._records(stmt, RowRead)
+        return self.db.records(stmt, RowRead)
 
     def readings_by_version(self, protocol_sha256s: Iterable[str]) -> list[VersionReadings]:
         """Per protocol version and manifest: the readings its runs recorded and the distinct rows they read."""
@@ -296,7 +301,7 @@ class EvidenceReads(StoreBase):
             .group_by(u.c.protocol_sha256, e.c.manifest_sha256)
             .order_by(u.c.protocol_sha256, e.c.manifest_sha256)
         )
-        return self._records(stmt, VersionReadings)
+        return self.db.records(stmt, VersionReadings)
 
     def evidence_contents(self, protocol_sha256: str) -> list[EvidenceContent]:
         """A protocol's readings without latency, in a fixed order (what reruns must reproduce).
@@ -322,7 +327,7 @@ class EvidenceReads(StoreBase):
             .order_by(e.c.id)
         )
         return sorted(
-            self._records(stmt, EvidenceContent),
+            self.db.records(stmt, EvidenceContent),
             key=lambda c: (c.arm, c.manifest_sha256, c.row_id, c.loop, c.checkpoint_sha256),
         )
 
@@ -336,5 +341,5 @@ class EvidenceReads(StoreBase):
                 data["arm"],
                 {int(depth): (int(c), int(t)) for depth, (c, t) in data["counts"].items()},
             )
-            for seq, data in self._entry_data("external_counts")
+            for seq, data in self.db.entry_data("external_counts")
         ]
