@@ -386,10 +386,10 @@ class DenseRuntime(ArmRuntime):
         )
 
     def evaluate(self, rows, evaluation, progress: Tick = None) -> list[Reading]:
-        from arms.dense.generate import DenseArm
+        from arms.dense.generate import DenseGenerator
 
         assert self.mode is not None  # every dense objective has a target format (ledger.protocol.arms)
-        arm = DenseArm(self.model, self.tokenizer, self.reader, mode=self.mode)
+        arm = DenseGenerator(self.model, self.tokenizer, self.reader, mode=self.mode)
         generations = arm.generate(
             rows, max_new_tokens=evaluation.max_new_tokens, batch_size=evaluation.batch_size, on_batch=progress
         )

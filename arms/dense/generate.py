@@ -1,6 +1,6 @@
 """Dense arms B, C, D: a causal LM fine-tuned to answer directly or to write its hops.
 
-:class:`DenseArm` generates greedily with ``transformers`` ``model.generate`` (KV
+:class:`DenseGenerator` generates greedily with ``transformers`` ``model.generate`` (KV
 cache, left padding) and reads every continuation with the shared reader, so the
 dense arms are measured by the same answer parser as the recurrent ones.
 
@@ -37,7 +37,7 @@ from transformers import GenerationConfig, StoppingCriteria, StoppingCriteriaLis
 from arms.dense.sft_data import MODES, encode_prompt
 
 __all__ = [
-    "DenseArm",
+    "DenseGenerator",
     "Generation",
     "ReaderStoppingCriteria",
     "default_max_new_tokens",
@@ -164,7 +164,7 @@ class ReaderStoppingCriteria(StoppingCriteria):
         return done
 
 
-class DenseArm:
+class DenseGenerator:
     """A dense causal LM read through the shared reader.
 
     ``mode`` is ``"direct"`` (arms B, D) or ``"scratchpad"`` (arm C); it sets the SFT

@@ -14,7 +14,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from arms.model.surgery import Surgery
+from arms.model.surgery import CutModel
 
 # The 7 linear projections of a Llama-family decoder layer (attention + SwiGLU MLP).
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -74,12 +74,12 @@ def trainable_counts(modules, *, exclude_embeddings: bool = False) -> dict[str, 
     return {"trainable": trainable, "frozen": total - trainable, "total": total}
 
 
-def full_block_budget(surgery: Surgery, bridge: nn.Module | None) -> int:
+def full_block_budget(surgery: CutModel, bridge: nn.Module | None) -> int:
     """Arm A's trained parameters: every block layer plus the bridge (prelude, coda frozen)."""
     return count_parameters([*surgery.block, bridge])
 
 
-def lora_target_modules(surgery: Surgery, targets: Iterable[str] = LORA_TARGETS) -> list[tuple[str, nn.Linear]]:
+def lora_target_modules(surgery: CutModel, targets: Iterable[str] = LORA_TARGETS) -> list[tuple[str, nn.Linear]]:
     """(qualified name, Linear) for each LoRA target projection of the block layers."""
     targets = tuple(targets)
     found = []
@@ -97,7 +97,7 @@ def lora_param_count(linears: Iterable[nn.Linear], r: int) -> int:
 
 
 def adapter_budget(
-    surgery: Surgery, bridge: nn.Module | None, r: int = 16, targets: Iterable[str] = LORA_TARGETS
+    surgery: CutModel, bridge: nn.Module | None, r: int = 16, targets: Iterable[str] = LORA_TARGETS
 ) -> dict[str, int]:
     """Arm E's trained parameters: one rank-r LoRA set on the block (shared by all loops) + bridge."""
     modules = [m for _, m in lora_target_modules(surgery, targets)]
@@ -136,7 +136,7 @@ def inference_cost_ratio(n_layers: int, n_block: int, loops: int, n_once: int | 
     return (n_once + loops * n_block) / n_layers
 
 
-def surgery_cost_ratio(surgery: Surgery, loops: int) -> float:
+def surgery_cost_ratio(surgery: CutModel, loops: int) -> float:
     """inference_cost_ratio for a concrete surgery (dropped layers cost nothing)."""
     return inference_cost_ratio(
         surgery.n_layers,

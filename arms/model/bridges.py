@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 
-class SplitBridge(nn.Module):
+class SplitBridgeModule(nn.Module):
     """u = h + g * (P_p LN(p) + P_h h + b - h), with p the prelude output, h the block output.
 
     Initialised to the identity (P_h = I, b = 0, P_p = 0, g = 1): u == h exactly,

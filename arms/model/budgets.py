@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from arms.model.accounting import LORA_TARGETS, lora_target_modules, trainable_counts, unique_parameters
-from arms.model.bridges import SplitBridge
+from arms.model.bridges import SplitBridgeModule
 from arms.model.recurrent import RecurrentLM
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def bridge_param_groups(bridge: nn.Module | None) -> dict[str, list[nn.Parameter
     """The bridge's tensors as named groups: P_p, P_h (+bias) and the rest (norm, g) apart."""
     if bridge is None:
         return {}
-    if isinstance(bridge, SplitBridge):
+    if isinstance(bridge, SplitBridgeModule):
         return {
             "bridge_p": [cast(nn.Parameter, bridge.P_p.weight)],
             "bridge_h": [cast(nn.Parameter, bridge.P_h.weight), bridge.P_h.bias],

@@ -39,7 +39,7 @@ class RecurrentCounts:
 
 
 def recurrent_counts(surgery: Any, bridge: nn.Module | None, block_extra: nn.Module | None = None) -> RecurrentCounts:
-    """The counts of a cut model: ``surgery`` (``arms.model.surgery.Surgery``), its bridge or adapter, and any
+    """The counts of a cut model: ``surgery`` (``arms.model.surgery.CutModel``), its bridge or adapter, and any
     module applied with the block at every iteration (``block_extra``: design M's block norms)."""
     once = count_parameters([*surgery.prelude, *surgery.coda, surgery.norm], exclude_embeddings=True)
     per_iteration = count_parameters([*surgery.block, bridge, block_extra], exclude_embeddings=True)

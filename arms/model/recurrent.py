@@ -4,7 +4,7 @@ Everything model-specific is the base's own code: its embedding, decoder layers,
 rotary embedding, mask construction (`transformers.masking_utils`), final norm
 and lm_head. This module only decides the order in which those run.
 
-Design S (a `SplitBridge`, or no bridge): loop 1 is the identity route, prelude
+Design S (a `SplitBridgeModule`, or no bridge): loop 1 is the identity route, prelude
 -> block once -> coda, with every recurrence part bypassed, so an untrained
 retrofit at loops=1 is the base model bit for bit. Loop t >= 2 re-enters the
 block through the bridge: h(t+1) = Block(bridge(h(t), p)).
@@ -28,9 +28,9 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from arms.model.bridges import ConcatAdapter, SplitBridge
+from arms.model.bridges import ConcatAdapter, SplitBridgeModule
 from arms.model.live_rows import AnswerRows, Context, LiveRows, cache_keyword, prompt_cacheable
-from arms.model.surgery import Surgery, make_surgery
+from arms.model.surgery import CutModel, make_surgery
 
 S0_KINDS = ("random", "zeros", "prelude")
 # design S: which positions carry the state into the next loop. "all" is the paper's;
@@ -69,7 +69,7 @@ def last_token_positions(attention_mask: torch.Tensor) -> torch.Tensor:
 class RecurrentLM(nn.Module):
     """A base causal LM retrofitted with a weight-shared recurrent block.
 
-    `bridge` picks the design: a `SplitBridge` (or None: the block output is fed
+    `bridge` picks the design: a `SplitBridgeModule` (or None: the block output is fed
     straight back) for design S, a `ConcatAdapter` for design M. For design M,
     `s0` is the initial state: "random" (truncated N(0, s0_sigma^2), cut at
     +-3 sigma, drawn from a generator seeded with `s0_seed` at every call unless
@@ -81,7 +81,7 @@ class RecurrentLM(nn.Module):
 
     def __init__(
         self,
-        surgery: Surgery,
+        surgery: CutModel,
         bridge: nn.Module | None = None,
         *,
         s0: str = "random",
@@ -92,9 +92,9 @@ class RecurrentLM(nn.Module):
         super().__init__()
         if reentry not in REENTRY_KINDS:
             raise ValueError(f"reentry must be one of {REENTRY_KINDS}, got {reentry!r}")
-        if reentry != "all" and not isinstance(bridge, SplitBridge):
+        if reentry != "all" and not isinstance(bridge, SplitBridgeModule):
             raise ValueError("reentry='answer' is an option of the split bridge")
-        if bridge is not None and not isinstance(bridge, (SplitBridge, ConcatAdapter)):
+        if bridge is not None and not isinstance(bridge, (SplitBridgeModule, ConcatAdapter)):
             raise TypeError(f"bridge must be a SplitBridge, a ConcatAdapter or None, got {type(bridge)}")
         if s0 not in S0_KINDS:
             raise ValueError(f"s0 must be one of {S0_KINDS}, got {s0!r}")

@@ -26,7 +26,7 @@ class SurgeryError(ValueError):
 
 
 @dataclass(frozen=True)
-class Surgery:
+class CutModel:
     """Which of the base's own modules play which role (references, not copies)."""
 
     model: nn.Module  # the causal LM (owns lm_head) that was cut
@@ -124,7 +124,7 @@ def _ints(values, n: int, what: str) -> tuple[int, ...]:
     return values
 
 
-def split_surgery(model: nn.Module, a: int, b: int) -> Surgery:
+def split_surgery(model: nn.Module, a: int, b: int) -> CutModel:
     """Design S: prelude [0, a), block [a, b), coda [b, L); nothing dropped."""
     n = _check_model(model)
     a, b = _ints((a, b), 2, "split (a, b)")
@@ -134,7 +134,7 @@ def split_surgery(model: nn.Module, a: int, b: int) -> Surgery:
             f"{type(model).__name__} has {n} decoder layers (0-{n - 1}) and the block "
             "must hold at least one"
         )
-    return Surgery(
+    return CutModel(
         model=model,
         prelude_idx=tuple(range(a)),
         block_idx=tuple(range(a, b)),
@@ -143,7 +143,7 @@ def split_surgery(model: nn.Module, a: int, b: int) -> Surgery:
     )
 
 
-def tuple_surgery(model: nn.Module, p: int, r: int, c: int) -> Surgery:
+def tuple_surgery(model: nn.Module, p: int, r: int, c: int) -> CutModel:
     """Design M: first p layers, then the r layers before the last c, then the last c."""
     n = _check_model(model)
     p, r, c = _ints((p, r, c), 3, "tuple (p, r, c)")
@@ -152,7 +152,7 @@ def tuple_surgery(model: nn.Module, p: int, r: int, c: int) -> Surgery:
             f"tuple (p={p}, r={r}, c={c}) needs p >= 0, r >= 1, c >= 0 and p + r + c <= {n}: "
             f"{type(model).__name__} has {n} decoder layers"
         )
-    return Surgery(
+    return CutModel(
         model=model,
         prelude_idx=tuple(range(p)),
         block_idx=tuple(range(n - c - r, n - c)),
@@ -161,7 +161,7 @@ def tuple_surgery(model: nn.Module, p: int, r: int, c: int) -> Surgery:
     )
 
 
-def make_surgery(model: nn.Module, *, split=None, tuple_=None) -> Surgery:
+def make_surgery(model: nn.Module, *, split=None, tuple_=None) -> CutModel:
     """Cut by exactly one of `split=(a, b)` or `tuple_=(p, r, c)` (the protocol's keys)."""
     if (split is None) == (tuple_ is None):
         raise SurgeryError("give exactly one of split=(a, b) or tuple=(p, r, c)")

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-class HaltingHead(nn.Module):
+class HaltingHeadModule(nn.Module):
     """lambda_t = sigmoid(w . layer_norm(state_t) + b), per loop and row."""
 
     def __init__(self, hidden: int, prior: float):
@@ -102,7 +102,7 @@ def attach_head(model: nn.Module, spec, seed: int) -> list[nn.Parameter]:
     hidden = int(cast(Any, model).base.config.hidden_size)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        head = HaltingHead(hidden, spec.prior)
+        head = HaltingHeadModule(hidden, spec.prior)
     device = next(model.parameters()).device
     model.halting_head = head.to(device)
     return list(head.parameters())

@@ -30,7 +30,7 @@ Losses
 
 Recurrence schedules
 --------------------
-- :class:`ForcedRecurrence` - design S: loops = the depth written in the question
+- :class:`ForcedSchedule` - design S: loops = the depth written in the question
   (a mixed-depth batch runs ``max(depth)`` loops and reads loop ``depth`` per row).
 - :class:`PoissonLognormalSampler` - design M's published sampler (see its docstring
   for the ``E[r]`` offset: ``E[r] = max(k, s) + 1``, i.e. ``k + 1`` only when ``k >= s``).

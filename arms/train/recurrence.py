@@ -17,7 +17,7 @@ from torch import Tensor
 
 
 @dataclass(frozen=True)
-class ForcedRecurrence:
+class ForcedSchedule:
     """Design S: loops = the depth written in the question.
 
     A batch of mixed depths runs ``loops(depths) = max(depths)`` loops; each row is

@@ -47,7 +47,7 @@ from arms.train.objectives import (
     intermediate_loss,
     outcome_loss,
 )
-from arms.train.recurrence import ForcedRecurrence
+from arms.train.recurrence import ForcedSchedule
 from ledger.protocol.arms import OBJECTIVES as OBJECTIVE_KINDS
 
 __all__ = [
@@ -99,7 +99,7 @@ class RecurrentBatch:
 
     @property
     def max_depth(self) -> int:
-        return ForcedRecurrence().loops(self.depths)
+        return ForcedSchedule().loops(self.depths)
 
     def to(self, device: torch.device | str) -> RecurrentBatch:
         """The model's inputs on ``device``; the labels stay on the host, where the forward decides its live

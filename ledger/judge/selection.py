@@ -10,19 +10,8 @@ checkpoint) and the row ids kept; ``StoreEvidence.evidence_ids`` turns that into
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
-from ledger.store.evidence_source import Cell, EvidenceSource, LoopReading, Outcomes
-
-
-@dataclass(frozen=True)
-class RowsUsed:
-    arm: str
-    manifest: str
-    loop: int | None  # None: each row's final reading
-    checkpoint: str | None  # None: the arm's final checkpoint on the manifest
-    kind: str  # "outcomes" (right or wrong per row) or "losses" (nats and tokens per document)
-    rows: tuple[str, ...]
+from ledger.store.evidence_source import Cell, EvidenceSource, LoopReading, Outcomes, RowsUsed
 
 
 class SelectionRecorder(EvidenceSource):

@@ -175,7 +175,7 @@ BRIDGES.add(
     BridgeKind(
         "split",
         SplitBridge,
-        "arms.model.bridges:SplitBridge",
+        "arms.model.bridges:SplitBridgeModule",
         "P_p p + P_h LN(h): the paper's design S",
         groups=("bridge_p", "bridge_h", "bridge_rest"),
     )

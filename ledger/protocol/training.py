@@ -119,7 +119,7 @@ class PoissonLognormalRecurrence(StrictModel):
 
 
 RECURRENCES.add(
-    RecurrenceKind("forced", ForcedRecurrence, "arms.train.recurrence:ForcedRecurrence", "loops = the row's depth")
+    RecurrenceKind("forced", ForcedRecurrence, "arms.train.recurrence:ForcedSchedule", "loops = the row's depth")
 )
 RECURRENCES.add(
     RecurrenceKind(

@@ -16,28 +16,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from ledger.store.chain import Store
-from ledger.store.evidence_source import Cell, EvidenceSource, LoopReading
+from ledger.store.evidence_source import Cell, EvidenceSource, LoopReading, RowsUsed
 from ledger.store.lookups import EvidenceReading
-
-
-class RowsUsed(Protocol):
-    """What a statistic noted as used (``ledger.judge.selection.RowsUsed``; the judge comes after the store)."""
-
-    @property
-    def arm(self) -> str: ...
-    @property
-    def manifest(self) -> str: ...
-    @property
-    def loop(self) -> int | None: ...
-    @property
-    def checkpoint(self) -> str | None: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def rows(self) -> tuple[str, ...]: ...
 
 
 @dataclass

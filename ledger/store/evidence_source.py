@@ -36,6 +36,19 @@ class LoopReading:
     detail: dict
 
 
+@dataclass(frozen=True)
+class RowsUsed:
+    """The rows a statistic computed on, request by request (``ledger.judge.selection``): what verify records
+    with its test (``StoreEvidence.evidence_ids`` turns them into evidence ids)."""
+
+    arm: str
+    manifest: str
+    loop: int | None  # None: each row's final reading
+    checkpoint: str | None  # None: the arm's final checkpoint on the manifest
+    kind: str  # "outcomes" (right or wrong per row), "losses" (nats and tokens per document) or "cells"
+    rows: tuple[str, ...]
+
+
 class EvidenceSource(ABC):
     """The reads a statistic may make, each of one arm on one manifest (by its name in the protocol)."""
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from arms.bases.loading import qwen25_05b_config
 from arms.model import accounting as acc
-from arms.model.bridges import SplitBridge
+from arms.model.bridges import SplitBridgeModule
 from arms.model.recurrent import RecurrentLM
 from arms.model.surgery import split_surgery, tuple_surgery
 
@@ -33,7 +33,7 @@ def _qwen25_on_meta():
 
     with torch.device("meta"):
         model = Qwen2ForCausalLM(qwen25_05b_config())
-        bridge = SplitBridge(896)
+        bridge = SplitBridgeModule(896)
     return model, bridge
 
 

@@ -320,7 +320,7 @@ def _real_split_bridge():
 def real_bridge():
     cls = _real_split_bridge()
     if cls is None:
-        pytest.skip("arms.model.bridges.SplitBridge not available")
+        pytest.skip("arms.model.bridges.SplitBridgeModule not available")
     return cls(8).double()
 
 

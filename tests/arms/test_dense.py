@@ -15,7 +15,7 @@ tokenizers = pytest.importorskip("tokenizers")
 
 from transformers import LogitsProcessor, LogitsProcessorList, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-from arms.dense.generate import DenseArm, Generation, ReaderStoppingCriteria
+from arms.dense.generate import DenseGenerator, Generation, ReaderStoppingCriteria
 from arms.dense.sft_data import (
     IGNORE_INDEX,
     build_sft_examples,
@@ -215,7 +215,7 @@ def test_collate_masks_prompt_and_padding_exactly(pad_is_eos, tok):
     assert supervised == [t for _, ts in seqs for t in ts]
     assert supervised.count(eos) == 3
     # The prompt ids are the evaluation prefix the dense arm generates from.
-    arm = DenseArm(_tiny_model(tk), tk, rd)
+    arm = DenseGenerator(_tiny_model(tk), tk, rd)
     ids, mask = arm.encode_rows([rows[0], rows[2]])
     for j, (prompt, _) in enumerate([seqs[0], seqs[1]]):
         assert ids[j][mask[j].bool()].tolist() == prompt
@@ -239,7 +239,7 @@ def _varied_rows():
 
 def test_batched_left_padded_generation_equals_batch_one(tok, reader):
     model = _tiny_model(tok, seed=1, initializer_range=0.2)
-    arm = DenseArm(model, tok, reader, mode="scratchpad")
+    arm = DenseGenerator(model, tok, reader, mode="scratchpad")
     rows = _varied_rows()
     _, mask = arm.encode_rows(rows)
     assert len(set(mask.sum(1).tolist())) >= 3  # genuinely different prompt lengths
@@ -269,7 +269,7 @@ def test_generation_is_greedy_whatever_the_checkpoint_generation_config(tok, rea
     from transformers import GenerationConfig
 
     model = _tiny_model(tok, seed=2, initializer_range=0.2)
-    arm = DenseArm(model, tok, reader, mode="direct")
+    arm = DenseGenerator(model, tok, reader, mode="direct")
     rows = _varied_rows()[:2]
     plain = arm.generate(rows, max_new_tokens=10, batch_size=2)
     # Qwen2.5-Instruct ships sampling defaults and a repetition penalty; any logits
@@ -310,7 +310,7 @@ class ScriptedLogits(LogitsProcessor):
 
 def test_stops_per_row_at_first_complete_answer_or_eos(tok, reader):
     model = _tiny_model(tok)
-    arm = DenseArm(model, tok, reader, mode="scratchpad")
+    arm = DenseGenerator(model, tok, reader, mode="scratchpad")
     d1 = _row(1, ["N", "M"], "test_d01_00000")
     eos = tok.eos_token_id
     cases = [
@@ -405,7 +405,7 @@ def test_short_sft_learns_direct_targets_and_eos(tok, reader):
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     losses = [_sft_step(model, batch, optimizer) for _ in range(80)]
     assert losses[-1] < 0.05 < losses[0]
-    arm = DenseArm(model, tok, reader, mode="direct")
+    arm = DenseGenerator(model, tok, reader, mode="direct")
     out = arm.generate(rows, batch_size=4)
     for g, r in zip(out, rows):
         assert g.text == " " + r.answer, (g.row_id, g.text)
@@ -427,7 +427,7 @@ def test_short_sft_learns_scratchpad_target(tok, reader):
     for _ in range(80):
         loss = _sft_step(model, batch, optimizer)
     assert loss < 0.05
-    out = DenseArm(model, tok, reader, mode="scratchpad").generate(rows, batch_size=2)
+    out = DenseGenerator(model, tok, reader, mode="scratchpad").generate(rows, batch_size=2)
     for g, r in zip(out, rows):
         assert g.text == scratchpad_target(r)
         assert g.stop_reason == "eos" and g.correct and g.rule == "marker"

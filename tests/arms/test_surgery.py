@@ -28,7 +28,7 @@ from arms.bases.loading import (
     smollm2_gguf_path,
     tiny_qwen2_config,
 )
-from arms.model.bridges import ConcatAdapter, SplitBridge
+from arms.model.bridges import ConcatAdapter, SplitBridgeModule
 from arms.model.recurrent import RecurrentLM, last_token_positions, positions_from_mask
 from arms.model.surgery import SurgeryError, make_surgery, split_surgery, tuple_surgery
 
@@ -338,7 +338,7 @@ def test_split_surgery_references_the_base_layers():
     assert s.embed_tokens is model.model.embed_tokens and s.lm_head is model.lm_head
     assert s.norm is model.model.norm and s.rotary_emb is model.model.rotary_emb
     # a retrofit trains the base's own tensors: an edit through it shows in the base
-    rlm = RecurrentLM(s, SplitBridge(model.config.hidden_size))
+    rlm = RecurrentLM(s, SplitBridgeModule(model.config.hidden_size))
     with torch.no_grad():
         rlm.surgery.block[0].mlp.up_proj.weight.zero_()
     assert model.model.layers[2].mlp.up_proj.weight.abs().sum() == 0
@@ -378,7 +378,7 @@ def test_surgery_rejects_a_model_without_llama_layout():
 
 
 def test_split_bridge_has_the_papers_parameter_count_at_hidden_896():
-    bridge = SplitBridge(896)
+    bridge = SplitBridgeModule(896)
     named = dict(bridge.named_parameters())
     assert sorted(named) == ["P_h.bias", "P_h.weight", "P_p.weight", "g", "norm.bias", "norm.weight"]
     assert sum(p.numel() for p in bridge.parameters()) == 1_608_321
@@ -386,7 +386,7 @@ def test_split_bridge_has_the_papers_parameter_count_at_hidden_896():
 
 
 def test_split_bridge_projections_are_separate_tensors():
-    bridge = SplitBridge(64)
+    bridge = SplitBridgeModule(64)
     p_p, p_h = bridge.P_p.weight, bridge.P_h.weight
     assert isinstance(p_p, torch.nn.Parameter) and isinstance(p_h, torch.nn.Parameter)
     assert p_p is not p_h
@@ -397,7 +397,7 @@ def test_split_bridge_projections_are_separate_tensors():
 
 
 def test_split_bridge_is_exactly_the_identity_at_init():
-    bridge = SplitBridge(896)
+    bridge = SplitBridgeModule(896)
     assert torch.equal(bridge.P_h.weight, torch.eye(896)) and not bridge.P_p.weight.any()
     assert bridge.g.item() == 1.0 and not bridge.P_h.bias.any()
     g = torch.Generator().manual_seed(0)
@@ -608,7 +608,7 @@ def test_qwen25_05b_shape_untrained_retrofit_at_loop1_is_the_base_bit_for_bit():
 def test_state_norm_bridge_reads_the_state_only_up_to_its_scale():
     """With state_norm the re-entry ignores how large the state has grown (so it cannot
     grow loop over loop), at init and after training moved every tensor."""
-    bridge = SplitBridge(64, state_norm=True)
+    bridge = SplitBridgeModule(64, state_norm=True)
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for parameter in bridge.parameters():
@@ -617,7 +617,7 @@ def test_state_norm_bridge_reads_the_state_only_up_to_its_scale():
     small, large = bridge(h, p), bridge(1e3 * h, p)
     assert torch.allclose(small, large, atol=1e-4)
     assert large.norm() < 10 * small.norm()
-    plain = SplitBridge(64)
+    plain = SplitBridgeModule(64)
     plain.load_state_dict({k: v for k, v in bridge.state_dict().items() if not k.startswith("state_norm.")})
     assert plain(1e3 * h, p).norm() > 100 * plain(h, p).norm()  # the paper's bridge passes the growth on
     assert sum(q.numel() for q in bridge.parameters()) == sum(q.numel() for q in plain.parameters()) + 2 * 64

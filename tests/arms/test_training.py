@@ -19,7 +19,7 @@ from arms.train.objectives import (
 )
 from arms.train.optim import GroupedOptimizer, build_optimizer
 from arms.train.recurrence import (
-    ForcedRecurrence,
+    ForcedSchedule,
     PoissonLognormalSampler,
     curriculum_mean,
     run_truncated_recurrence,
@@ -173,7 +173,7 @@ def test_anneal_weight_schedule_and_loss(batch):
 
 
 def test_forced_recurrence():
-    fr = ForcedRecurrence()
+    fr = ForcedSchedule()
     assert fr.loops([3, 1, 4]) == 4
     assert fr.readout_loops([3, 1, 4]).tolist() == [3, 1, 4]
     assert fr.split(4) == (0, 4)
