@@ -88,7 +88,7 @@ def stopped_lineage(runner: Any, arm_id: str | None) -> tuple[str, str] | None:
     seen: set[str] = set()
     while arm_id is not None and arm_id not in seen:
         seen.add(arm_id)
-        last = runner.last_checkpoint(runner.run_id_of(arm_id))
+        last = runner.last_checkpoint(runner.records.run_id_of(arm_id))
         recorded = runner.store.checkpoint(last) if last is not None else None
         if recorded is not None and recorded.status == "failed":
             return arm_id, recorded.sha256
@@ -102,7 +102,7 @@ def unfinished_arms(runner: Any) -> list[str]:
 
     unfinished = []
     for arm in runner.protocol.arms:
-        run_id = runner.run_id_of(arm.id)
+        run_id = runner.records.run_id_of(arm.id)
         if stopped_lineage(runner, arm.id) is not None:
             continue  # a hard stop, or a continuation of one, is finished: its claims are judged without it
         evaluated = all(

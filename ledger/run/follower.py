@@ -41,7 +41,7 @@ def follow(runner: Any) -> None:
                 runtime.load(Path(message[1]))
             elif kind == "train":
                 stage = next(stage for stage in arm.stages if stage.id == message[1])
-                rows, seed_parts = runner.stage_inputs(arm, stage)
+                rows, seed_parts = runner.training.stage_inputs(arm, stage)
                 try:
                     runtime.train_stage(stage, rows, seed_parts, world=world)
                 except TrainingDiverged:

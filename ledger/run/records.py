@@ -1,8 +1,8 @@
 """What a run writes about itself: its runs, its evidence, the base's reference readings,
 where its checkpoint files are and what device they were computed on.
 
-A mixin of ``Runner`` (``ledger/run/runner.py``): these methods read the runner's protocol,
-store, artifact store and device.
+A collaborator of ``Runner`` (``ledger/run/runner.py``, ``runner.records``): it reads the runner's
+protocol, store, artifact store and device.
 """
 
 from __future__ import annotations
@@ -10,110 +10,87 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.run.bases import RunRefused
 
 if TYPE_CHECKING:
+    from ledger.run.runner import Runner
     from ledger.store.lookups import RecordedCheckpoint
 
 log = logging.getLogger("ledger.run")
 
 
 class RunRecords:
-    # set by Runner
-    protocol: Any
-    store: Any
-    objects: Any
-    device: Any
-    compile_choice: str
-    compiled_arms: set[str]
-    bases: dict
-    readers: dict
-    manifests: dict
-    manifest_sha: dict
-    sha: str
-    out_dir: Path
-    protocol_dir: Path
-    _base: Callable[[str], tuple]  # Runner's: (model, tokenizer, base sha)
+    """The run's records: its runs, evidence, device record and checkpoint files."""
+
+    def __init__(self, run: Runner):
+        self.run = run
+        self._environment_said: set[str] = set()  # each difference said once per process
 
     def device_info(self, arm: str) -> dict:
         """Device, its name and the dtype of an arm (``base:NAME``: of that base)."""
         from arms.device import describe
 
-        base = arm.removeprefix("base:") if arm.startswith("base:") else self.protocol.arm(arm).base
-        described = describe(self.device, self.protocol.bases[base].dtype)
-        if arm in self.compiled_arms:
+        base = arm.removeprefix("base:") if arm.startswith("base:") else self.run.protocol.arm(arm).base
+        described = describe(self.run.device, self.run.protocol.bases[base].dtype)
+        if arm in self.run.compiled_arms:
             described["compiled_block"] = True
         return described
 
-    def compile_loop(self, arm: str, runtime: Any) -> None:
-        """``torch.compile`` the arm's looped block where ``--compile`` says (auto: on a CUDA GPU). A compiler
-        that fails its first forward and backward leaves the block as it was, said in the log."""
-        wanted = self.compile_choice == "on" or (self.compile_choice == "auto" and self.device.type == "cuda")
-        if not wanted:
-            return
-        compiled, failure = runtime.compile_loop()
-        if compiled:
-            self.compiled_arms.add(arm)
-            log.info("arm %s: the looped block runs compiled (torch.compile)", arm)
-        elif failure:
-            log.warning("arm %s: torch.compile failed (%s); the block runs uncompiled", arm, failure)
-
     def artifact(self, recorded: RecordedCheckpoint) -> Path:
         """The file of a recorded checkpoint, wherever the artifact roots hold it now."""
-        found = self.objects.locate(recorded.path, recorded.sha256)
+        found = self.run.objects.locate(recorded.path, recorded.sha256)
         if found is None:
             raise RunRefused(
-                f"checkpoint {recorded.sha256[:12]} is recorded but its file is in none of {self.objects.searched()}: "
+                f"checkpoint {recorded.sha256[:12]} is recorded but its file is in none of {self.run.objects.searched()}: "
                 "pass --artifacts DIR"
             )
         return found
 
-    def _base_reference(self, base_name: str, manifest_id: str) -> str:
+    def base_reference(self, base_name: str, manifest_id: str) -> str:
         """The base read on a guardrail manifest at loop 1 (evidence arm ``base:NAME``)."""
         from arms.runtime import base_choice_readings
 
-        model, tokenizer, base_sha = self._base(base_name)
+        model, tokenizer, base_sha = self.run.base(base_name)
         arm = f"base:{base_name}"
-        run_id = self._ensure_run(arm, kind="reference")
-        if not self._has_evidence(run_id, manifest_id, base_sha):
-            reading = self.protocol.manifest(manifest_id).choice_reading()
+        run_id = self.ensure_run(arm, kind="reference")
+        if not self.has_evidence(run_id, manifest_id, base_sha):
+            reading = self.run.protocol.manifest(manifest_id).choice_reading()
             readings = base_choice_readings(
                 model,
                 tokenizer,
-                self.readers[base_name],
-                list(self.manifests[manifest_id].rows),
+                self.run.readers[base_name],
+                list(self.run.manifests[manifest_id].rows),
                 scoring=reading["scoring"],
                 permutations=reading["permutations"],
             )
-            self._write_evidence(run_id, arm, manifest_id, base_sha, readings)
+            self.write_evidence(run_id, arm, manifest_id, base_sha, readings)
         return arm
 
     # -- runs and evidence
 
     def run_id_of(self, arm: str) -> str:
-        return f"{self.sha[:12]}:{arm}"
+        return f"{self.run.sha[:12]}:{arm}"
 
-    def _ensure_run(self, arm: str, kind: str) -> str:
+    def ensure_run(self, arm: str, kind: str) -> str:
         from ledger.run.environment import environment_record
 
         run_id = self.run_id_of(arm)
-        recorded = self.store.get("runs", run_id=run_id)
-        environment = environment_record(self.protocol_dir, self.device_info(arm))
+        recorded = self.run.store.get("runs", run_id=run_id)
+        environment = environment_record(self.run.protocol_dir, self.device_info(arm))
         if recorded is None:
-            self.store.add_run(
+            self.run.store.add_run(
                 run_id=run_id,
                 kind=kind,
-                protocol_sha256=self.sha,
+                protocol_sha256=self.run.sha,
                 arm=arm,
-                config={"protocol": self.protocol.name, "out": str(self.out_dir)},
+                config={"protocol": self.run.protocol.name, "out": str(self.run.out_dir)},
                 environment=environment,
-                rng={"protocol_seed": self.protocol.seed, "derivation": "sha256 of (seed, arm, stage, step)"},
+                rng={"protocol_seed": self.run.protocol.seed, "derivation": "sha256 of (seed, arm, stage, step)"},
             )
         else:
             self._warn_environment(run_id, json.loads(recorded["environment_json"] or "{}"), environment)
@@ -124,7 +101,7 @@ class RunRecords:
         each said once per process. It continues: the checkpoints say whether the arithmetic moved."""
         from ledger.environment import environment_differences
 
-        said: set[str] = self.__dict__.setdefault("_environment_said", set())
+        said = self._environment_said
         for line in environment_differences(recorded, current):
             if line in said:
                 continue
@@ -132,16 +109,16 @@ class RunRecords:
             log.warning("resuming run %s, recorded in another environment: %s", run_id, line)
             sys.stderr.write(f"warning: resuming run {run_id}, recorded in another environment: {line}\n")
 
-    def _has_evidence(self, run_id: str, manifest_id: str, checkpoint: str) -> bool:
-        return self.store.has_evidence(run_id, self.manifest_sha[manifest_id], checkpoint)
+    def has_evidence(self, run_id: str, manifest_id: str, checkpoint: str) -> bool:
+        return self.run.store.has_evidence(run_id, self.run.manifest_sha[manifest_id], checkpoint)
 
-    def _write_evidence(self, run_id, arm, manifest_id, checkpoint, readings) -> None:
+    def write_evidence(self, run_id, arm, manifest_id, checkpoint, readings) -> None:
         device = self.device_info(arm)
-        self.store.add_evidence(
+        self.run.store.add_evidence(
             [
                 {
                     "run_id": run_id,
-                    "manifest_sha256": self.manifest_sha[manifest_id],
+                    "manifest_sha256": self.run.manifest_sha[manifest_id],
                     "row_id": r.row_id,
                     "arm": arm,
                     "checkpoint_sha256": checkpoint,

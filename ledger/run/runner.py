@@ -36,7 +36,9 @@ from ledger.run.after_arms import depth_gates, judge_claims, stopped_lineage, su
 from ledger.run.bases import RunRefused, check_bases_available, load_protocol_base, record_base
 from ledger.run.progress import Progress
 from ledger.run.reading import read_rows
+from ledger.run.records import RunRecords
 from ledger.run.results import ArmOutcome, RunResult
+from ledger.run.stage_gates import StageGates
 from ledger.run.stage_training import StageTraining
 
 if TYPE_CHECKING:
@@ -48,7 +50,10 @@ log = logging.getLogger("ledger.run")
 # ----------------------------------------------------------------------------- the run
 
 
-class Runner(StageTraining):
+class Runner:
+    """``ledger run``: one protocol's arms, with its collaborators: ``records`` (what the run writes about itself),
+    ``gates`` (a stage's gates) and ``training`` (a stage trained and checkpointed)."""
+
     def __init__(
         self,
         protocol_path: str | Path,
@@ -94,7 +99,10 @@ class Runner(StageTraining):
         self.readers: dict[str, Any] = {}  # base name -> its calibrated reader
         self.fault = _parse_fault(os.environ.get("LEDGER_FAULT_INJECTION"))
         # a tuning run's checkpoints are exploratory: nothing confirmatory may descend from them
-        self._status_ok = "exploratory" if self.protocol.purpose == "exploratory" else "promoted"
+        self.status_ok = "exploratory" if self.protocol.purpose == "exploratory" else "promoted"
+        self.records = RunRecords(self)
+        self.gates = StageGates(self)
+        self.training = StageTraining(self)
 
     # -- entry point
 
@@ -225,7 +233,7 @@ class Runner(StageTraining):
             self.loaded[name] = (place(model, self.device), tokenizer, files)
         return self.loaded[name]
 
-    def _base(self, name: str):
+    def base(self, name: str):
         """The loaded base with its record in the store (written on first use, after registration)."""
         if name not in self.bases:
             model, tokenizer, files = self._loaded_base(name)
@@ -260,13 +268,13 @@ class Runner(StageTraining):
         from ledger.store import LineageRefused
 
         outcome = ArmOutcome(arm.id, "complete")
-        run_exists = self.store.get("runs", run_id=self.run_id_of(arm.id)) is not None
+        run_exists = self.store.get("runs", run_id=self.records.run_id_of(arm.id)) is not None
         if run_exists and not self.resume:
             raise RunRefused(
                 f"arm {arm.id} of {self.protocol.name} ({self.sha[:12]}) has already run in this ledger: "
                 "pass --resume to continue it, or use another --db"
             )
-        base_model, tokenizer, base_sha = self._base(arm.base)
+        base_model, tokenizer, base_sha = self.base(arm.base)
         parent, start_from = base_sha, None
         if arm.init_checkpoint is not None:
             start_from = self.store.checkpoint(arm.init_checkpoint)
@@ -283,21 +291,21 @@ class Runner(StageTraining):
                 )
                 log.warning("arm %s: %s", arm.id, outcome.note)
                 return outcome
-            last = self.last_checkpoint(self.run_id_of(arm.init_from))
+            last = self.last_checkpoint(self.records.run_id_of(arm.init_from))
             if last is None:
                 raise RunRefused(f"arm {arm.id} continues from arm {arm.init_from}, which has no checkpoint yet")
             start_from = self.store.checkpoint(last)
         if start_from is not None:
             parent = start_from.sha256
         try:  # the store's own lineage rule, before anything of this arm is written
-            self.store.check_continuation(parent, child_status=self._status_ok)
+            self.store.check_continuation(parent, child_status=self.status_ok)
         except LineageRefused as exc:
             raise RunRefused(f"arm {arm.id}: {exc}") from None
-        run_id = self._ensure_run(arm.id, kind="arm")
+        run_id = self.records.ensure_run(arm.id, kind="arm")
         runtime = build_runtime(arm, base_model, tokenizer, self.readers[arm.base])
         self.compile_loop(arm.id, runtime)
         if start_from is not None:
-            runtime.load(self._told_load(self.artifact(start_from)))
+            runtime.load(self._told_load(self.records.artifact(start_from)))
         for stage in arm.stages:
             recorded = self._stage_checkpoint(run_id, stage.id)
             if recorded is not None:
@@ -311,13 +319,13 @@ class Runner(StageTraining):
                         f"arm {arm.id} stage {stage.id}: checkpoint {recorded.sha256[:12]} failed its gates "
                         f"({_failed_gates(self.store, recorded.sha256)}): its lineage cannot be continued"
                     )
-                runtime.load(self._told_load(self.artifact(recorded)))
-                self._write_gate_evidence(runtime, arm, stage, recorded.sha256, run_id)
+                runtime.load(self._told_load(self.records.artifact(recorded)))
+                self.gates.write_evidence(runtime, arm, stage, recorded.sha256, run_id)
                 parent = recorded.sha256
                 outcome.checkpoints.append(parent)
                 log.info("arm %s stage %s: resumed from checkpoint %s", arm.id, stage.id, parent)
                 continue
-            sha, gates = self._train_stage(runtime, arm, stage, run_id, parent)
+            sha, gates = self.training.train(runtime, arm, stage, run_id, parent)
             outcome.checkpoints.append(sha)
             outcome.gates.extend(gates)
             parent = sha
@@ -337,11 +345,24 @@ class Runner(StageTraining):
     def evaluate_checkpoint(self, runtime, arm, run_id: str, checkpoint: str) -> None:
         """Every evaluation manifest of the arm read by this checkpoint (skipped where already recorded)."""
         for manifest_id in arm.evaluation.manifests:
-            if not self._has_evidence(run_id, manifest_id, checkpoint):
+            if not self.records.has_evidence(run_id, manifest_id, checkpoint):
                 rows = list(self.manifests[manifest_id].rows)
-                with self._bar(f"{arm.id} eval {manifest_id}", len(rows)) as advance:
-                    readings = self._evaluate(runtime, arm, manifest_id, rows, progress=advance)
-                self._write_evidence(run_id, arm.id, manifest_id, checkpoint, readings)
+                with self.bar(f"{arm.id} eval {manifest_id}", len(rows)) as advance:
+                    readings = self.evaluate_rows(runtime, arm, manifest_id, rows, progress=advance)
+                self.records.write_evidence(run_id, arm.id, manifest_id, checkpoint, readings)
+
+    def compile_loop(self, arm: str, runtime: Any) -> None:
+        """``torch.compile`` the arm's looped block where ``--compile`` says (auto: on a CUDA GPU). A compiler
+        that fails its first forward and backward leaves the block as it was, said in the log."""
+        wanted = self.compile_choice == "on" or (self.compile_choice == "auto" and self.device.type == "cuda")
+        if not wanted:
+            return
+        compiled, failure = runtime.compile_loop()
+        if compiled:
+            self.compiled_arms.add(arm)
+            log.info("arm %s: the looped block runs compiled (torch.compile)", arm)
+        elif failure:
+            log.warning("arm %s: torch.compile failed (%s); the block runs uncompiled", arm, failure)
 
     def _run_arm_with_ranks(self, arm) -> ArmOutcome:
         """``_run_arm``, then the other data-parallel ranks are told the arm is done."""
@@ -353,7 +374,7 @@ class Runner(StageTraining):
         self.world.tell(("load", str(path.resolve())))  # the other ranks load the same file
         return path
 
-    def _evaluate(self, runtime, arm, manifest_id: str, rows, progress=None):
+    def evaluate_rows(self, runtime, arm, manifest_id: str, rows, progress=None):
         spec = self.protocol.manifest(manifest_id)
         readings = read_rows(runtime, arm, spec, rows, progress)
         return self._inject(arm.id, readings) if GENERATORS[spec.generator].reading == "choice" else readings
@@ -385,7 +406,7 @@ class Runner(StageTraining):
 
     # -- progress
 
-    def _bar(self, label: str, total: int, show_loss: bool = False):
+    def bar(self, label: str, total: int, show_loss: bool = False):
         return Progress(label, total, enabled=self.progress, show_loss=show_loss)
 
 

@@ -1,29 +1,32 @@
 """The gates of a stage: read the gate manifests with the stage's model, judge each gate by
 its kind's rule, and record the readings each verdict rests on as evidence.
 
-A mixin of ``Runner`` (``ledger/run/runner.py``).
+A collaborator of ``Runner`` (``ledger/run/runner.py``, ``runner.gates``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ledger.protocol.gates import GATE_KINDS
-from ledger.run.records import RunRecords
+
+if TYPE_CHECKING:
+    from ledger.run.runner import Runner
 
 
-class StageGates(RunRecords):
-    _evaluate: Callable[..., Any]  # Runner's
-    _bar: Callable[..., Any]  # Runner's
+class StageGates:
+    """A stage's gates: read with the stage's model, judged, and recorded with the readings they rest on."""
 
-    def _stage_gates(self, runtime, arm, stage) -> list[dict]:
+    def __init__(self, run: Runner):
+        self.run = run
+
+    def read_and_judge(self, runtime, arm, stage) -> list[dict]:
         results = []
         for gate_id in stage.gates:
-            gate = next(g for g in self.protocol.gates if g.id == gate_id)
-            rows = list(self.manifests[gate.manifest].rows)
-            with self._bar(f"{arm.id} gate {gate.id}", len(rows)) as advance:
-                readings = self._evaluate(runtime, arm, gate.manifest, rows, progress=advance)
+            gate = next(g for g in self.run.protocol.gates if g.id == gate_id)
+            rows = list(self.run.manifests[gate.manifest].rows)
+            with self.run.bar(f"{arm.id} gate {gate.id}", len(rows)) as advance:
+                readings = self.run.evaluate_rows(runtime, arm, gate.manifest, rows, progress=advance)
             results.append(dict(self._judge(gate, arm, rows, readings), readings=(gate.manifest, readings)))
         return results
 
@@ -31,28 +34,30 @@ class StageGates(RunRecords):
         from ledger.judge.gates import GateInputs
 
         def base_correct() -> dict[str, bool]:
-            reference = self._base_reference(arm.base, gate.manifest)
+            reference = self.run.records.base_reference(arm.base, gate.manifest)
             # the base's readings by this protocol's runs only: another protocol's base on the same rows is not ours
-            base_rows = self.store.readings(
-                self.manifest_sha[gate.manifest], protocol_sha256s=[self.sha], arm=reference, loop=1
+            base_rows = self.run.store.readings(
+                self.run.manifest_sha[gate.manifest], protocol_sha256s=[self.run.sha], arm=reference, loop=1
             )
             return {r.row_id: bool(r.correct) for r in base_rows}
 
         verdict = GATE_KINDS.implementation(gate.kind)(gate, GateInputs(rows, readings, base_correct))
         return {"gate": gate.id, "action": gate.action, **verdict}
 
-    def _write_gate_evidence(self, runtime, arm, stage, checkpoint, run_id, computed=None) -> None:
+    def write_evidence(self, runtime, arm, stage, checkpoint, run_id, computed=None) -> None:
         """The readings each gate was decided on, as evidence of that checkpoint (once per manifest)."""
         done = set()
         for gate_id in stage.gates:
-            gate = next(g for g in self.protocol.gates if g.id == gate_id)
-            if gate.manifest in done or self._has_evidence(run_id, gate.manifest, checkpoint):
+            gate = next(g for g in self.run.protocol.gates if g.id == gate_id)
+            if gate.manifest in done or self.run.records.has_evidence(run_id, gate.manifest, checkpoint):
                 continue
             readings = None
             for result in computed or []:
                 if result["gate"] == gate_id:
                     readings = result["readings"][1]
             if readings is None:  # resumed: re-read from the recorded checkpoint (deterministic)
-                readings = self._evaluate(runtime, arm, gate.manifest, list(self.manifests[gate.manifest].rows))
-            self._write_evidence(run_id, arm.id, gate.manifest, checkpoint, readings)
+                readings = self.run.evaluate_rows(
+                    runtime, arm, gate.manifest, list(self.run.manifests[gate.manifest].rows)
+                )
+            self.run.records.write_evidence(run_id, arm.id, gate.manifest, checkpoint, readings)
             done.add(gate.manifest)

@@ -1,6 +1,6 @@
 """One stage of an arm: train, checkpoint (with the stage's training record and FLOPs), gates.
 
-A mixin of ``Runner`` (``ledger/run/runner.py``). A stage with ``checkpoint_every`` also records a
+A collaborator of ``Runner`` (``ledger/run/runner.py``, ``runner.training``). A stage with ``checkpoint_every`` also records a
 checkpoint every that many steps, each read on the arm's evaluation manifests: the training curve
 that equal-FLOPs claims interpolate over. Every checkpoint's meta holds what its steps cost: per step
 the iterations drawn, the iterations with gradient and the tokens; their FLOPs by design M's rule
@@ -12,9 +12,10 @@ its intermediate checkpoints byte for byte: they are found recorded, not recorde
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ledger.run.stage_gates import StageGates
+if TYPE_CHECKING:
+    from ledger.run.runner import Runner
 
 log = logging.getLogger("ledger.run")
 
@@ -36,27 +37,25 @@ def training_record(records: dict[int, dict], steps: range) -> dict[str, Any]:
     }
 
 
-class StageTraining(StageGates):
-    # set by Runner
-    world: Any
-    objects: Any
-    _status_ok: str
-    _bar: Any
-    evaluate_checkpoint: Any  # Runner's: every evaluation manifest read by a checkpoint
+class StageTraining:
+    """A stage trained: its checkpoints (every ``checkpoint_every`` steps too) and their training records."""
+
+    def __init__(self, run: Runner):
+        self.run = run
 
     def stage_inputs(self, arm, stage) -> tuple[Any, tuple]:
         """The rows a stage trains on (a list, or a ``Mixture`` of pools) and the seed parts of its draws
         (the same on every rank)."""
-        seed_parts = (self.protocol.seed, arm.id, stage.id)
+        seed_parts = (self.run.protocol.seed, arm.id, stage.id)
         if not stage.mixture:
-            return list(self.manifests[stage.manifest].rows), seed_parts
+            return list(self.run.manifests[stage.manifest].rows), seed_parts
         from arms.runtime import Mixture
 
-        pools = tuple(list(self.manifests[name].rows) for name in stage.mixture)
+        pools = tuple(list(self.run.manifests[name].rows) for name in stage.mixture)
         return Mixture(pools, tuple(float(weight) for weight in stage.mixture.values())), seed_parts
 
     def _flops_before(self, parent: str) -> float:
-        return float(self.store.checkpoint_meta([parent]).get(parent, {}).get("flops_total", 0.0))
+        return float(self.run.store.checkpoint_meta([parent]).get(parent, {}).get("flops_total", 0.0))
 
     def _meta(self, arm, stage, runtime, losses: list[float], steps: range, parent: str) -> dict[str, Any]:
         record = training_record(runtime.step_records, steps)
@@ -65,15 +64,15 @@ class StageTraining(StageGates):
             "steps": len(steps),
             "step_range": [steps.start, steps.stop],
             "losses": losses[steps.start : steps.stop],  # per step (the mean over the ranks of a data-parallel run)
-            "ranks": self.world.size,
+            "ranks": self.run.world.size,
             **record,
-            **self.device_info(arm.id),
+            **self.run.records.device_info(arm.id),
         }
         if record:
             meta["flops_total"] = self._flops_before(parent) + record["flops"]
         return meta
 
-    def _train_stage(self, runtime, arm, stage, run_id: str, parent: str):
+    def train(self, runtime, arm, stage, run_id: str, parent: str):
         from arms.runtime import TrainingDiverged
 
         rows, seed_parts = self.stage_inputs(arm, stage)
@@ -90,34 +89,34 @@ class StageTraining(StageGates):
             """A checkpoint after ``step`` steps of the stage, read on the arm's evaluation manifests."""
             steps = range(span["start"], step)
             written = runtime.save(
-                self.objects.temporary(f"{arm.id}-{stage.id}@{step}.safetensors"),
-                {"protocol": self.sha, "arm": arm.id, "stage": f"{stage.id}@{step}", "parent": span["parent"]},
+                self.run.objects.temporary(f"{arm.id}-{stage.id}@{step}.safetensors"),
+                {"protocol": self.run.sha, "arm": arm.id, "stage": f"{stage.id}@{step}", "parent": span["parent"]},
             )
-            sha, path = self.objects.put(written)
+            sha, path = self.run.objects.put(written)
             meta = self._meta(arm, stage, runtime, losses, steps, span["parent"])
-            self.store.add_checkpoint(
+            self.run.store.add_checkpoint(
                 sha256=sha,
                 path=path,
                 arm=arm.id,
-                status=self._status_ok,
+                status=self.run.status_ok,
                 parent_sha256=span["parent"],
                 run_id=run_id,
                 stage=f"{stage.id}@{step}",
                 meta=meta,
             )
-            self.evaluate_checkpoint(runtime, arm, run_id, sha)
+            self.run.evaluate_checkpoint(runtime, arm, run_id, sha)
             log.info("arm %s stage %s: checkpoint %s after %d steps", arm.id, stage.id, sha, step)
             span.update(start=step, parent=sha)
 
-        self.world.tell(("train", stage.id))
-        with self._bar(f"{arm.id} {stage.id}", stage.steps, show_loss=True) as advance:
+        self.run.world.tell(("train", stage.id))
+        with self.run.bar(f"{arm.id} {stage.id}", stage.steps, show_loss=True) as advance:
             try:
                 runtime.train_stage(
                     stage,
                     rows,
                     seed_parts,
                     progress=stepped,
-                    world=self.world,
+                    world=self.run.world,
                     checkpoint=intermediate if stage.checkpoint_every else None,
                 )
             except TrainingDiverged as exc:
@@ -125,10 +124,10 @@ class StageTraining(StageGates):
         parent = str(span["parent"])
         # written to a temporary name, then moved to its content name (objects/sha256/ab/...)
         written = runtime.save(
-            self.objects.temporary(f"{arm.id}-{stage.id}.safetensors"),
-            {"protocol": self.sha, "arm": arm.id, "stage": stage.id, "parent": parent},
+            self.run.objects.temporary(f"{arm.id}-{stage.id}.safetensors"),
+            {"protocol": self.run.sha, "arm": arm.id, "stage": stage.id, "parent": parent},
         )
-        gates = self._stage_gates(runtime, arm, stage)
+        gates = self.run.gates.read_and_judge(runtime, arm, stage)
         if diverged:
             gates.append(
                 {
@@ -140,18 +139,20 @@ class StageTraining(StageGates):
                 }
             )
         failed = any(not g["passed"] and g["action"] == "stop" for g in gates)
-        sha, path = self.objects.put(written)
-        sha = self.store.add_checkpoint(
+        sha, path = self.run.objects.put(written)
+        sha = self.run.store.add_checkpoint(
             sha256=sha,
             path=path,
             arm=arm.id,
-            status="failed" if failed else self._status_ok,
+            status="failed" if failed else self.run.status_ok,
             parent_sha256=parent,
             run_id=run_id,
             stage=stage.id,
             gate_results=[{k: v for k, v in g.items() if k != "readings"} for g in gates],
             meta=self._meta(arm, stage, runtime, losses, range(int(span["start"]), len(losses)), parent),
         )
-        self._write_gate_evidence(runtime, arm, stage, sha, run_id, computed=gates)
-        log.info("arm %s stage %s: checkpoint %s (%s)", arm.id, stage.id, sha, "failed" if failed else self._status_ok)
+        self.run.gates.write_evidence(runtime, arm, stage, sha, run_id, computed=gates)
+        log.info(
+            "arm %s stage %s: checkpoint %s (%s)", arm.id, stage.id, sha, "failed" if failed else self.run.status_ok
+        )
         return sha, gates

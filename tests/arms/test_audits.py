@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -305,23 +303,14 @@ def test_gradient_audit_is_seeded_and_restores_float32_bits():
     assert r1.passed, r1.summary()
 
 
-# ============================================================================= the real SplitBridge (if present)
-
-
-def _real_split_bridge():
-    try:
-        mod = importlib.import_module("arms.model.bridges")
-    except Exception:
-        return None
-    return getattr(mod, "SplitBridge", None)
+# ============================================================================= the real split bridge
 
 
 @pytest.fixture
 def real_bridge():
-    cls = _real_split_bridge()
-    if cls is None:
-        pytest.skip("arms.model.bridges.SplitBridgeModule not available")
-    return cls(8).double()
+    from arms.model.bridges import SplitBridgeModule
+
+    return SplitBridgeModule(8).double()
 
 
 def _real_bridge_loss(bridge, seed=0, d=8):
