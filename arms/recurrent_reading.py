@@ -1,4 +1,4 @@
-"""How a recurrent arm is read (a mixin of ``arms.runtime.RecurrentRuntime``): every row at every loop 1..depth
+"""How a recurrent arm is read (``RecurrentReading``, held by ``arms.runtime.RecurrentRuntime`` as ``reading``): every row at every loop 1..depth
 (or at the evaluation's loops) in one forward per batch, each loop decoded by the shared reader; cells above the
 diagonal labelled for persistence; the exit rules' signals and marks where the evaluation declares them, with a
 halting head's lambda where the arm has one; a batch-1 latency sample per depth."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -15,23 +15,20 @@ from arms.device import synchronize
 from arms.readings import Reading, Tick, _finite, _tick
 from ledger.reader.persistence import cell_behavior
 
+if TYPE_CHECKING:
+    from arms.runtime import RecurrentRuntime
+
 
 class RecurrentReading:
-    """Needs the runtime's ``model``, ``reader``, ``device``, ``symbol_ids``, ``readouts``, ``_encode`` and
-    ``inference_copy``."""
+    """Reads rows through its runtime's model, reader and device."""
 
-    model: Any
-    reader: Any
-    device: Any
-    symbol_ids: Any
-    readouts: Any
-    _encode: Any
-    inference_copy: Any
+    def __init__(self, runtime: RecurrentRuntime):
+        self.runtime = runtime
 
     def evaluate(self, rows, evaluation, progress: Tick = None) -> list[Reading]:
         """Forced depth: each row read at every loop 1..depth in one forward (rows batched by depth), on the
         merged copy where the adapter arm's fits."""
-        with self.inference_copy():
+        with self.runtime.inference_copy():
             return self._evaluate(rows, evaluation, progress)
 
     def _evaluate(self, rows, evaluation, progress: Tick) -> list[Reading]:
@@ -54,7 +51,7 @@ class RecurrentReading:
                     for loop in wanted:
                         target = row.path[loop] if loop <= row.depth and len(row.path) > loop else None
                         scores = scores_by_cell[loop - 1, b]
-                        reads[loop] = (self.reader.decode_scores(scores, row, target=target), target)
+                        reads[loop] = (self.runtime.reader.decode_scores(scores, row, target=target), target)
                     exits = self._exit_details(reads, evaluation, None if halts_by_row is None else halts_by_row[b])
                     for loop, (read, target) in reads.items():
                         detail = dict(exits.get(loop, {}))
@@ -73,13 +70,13 @@ class RecurrentReading:
 
     def _loop_readouts(self, rows, loops: int):
         """Every loop's symbol readouts, and the halting head's lambda_t [loops, batch] where the arm has one."""
-        if getattr(self.model, "halting_head", None) is None:
-            return self.readouts(rows, loops), None
+        if getattr(self.runtime.model, "halting_head", None) is None:
+            return self.runtime.readouts(rows, loops), None
         from arms.train.halting import frozen_readouts
 
-        input_ids, attention_mask = self._encode(rows)
-        logits, states = frozen_readouts(self.model, input_ids, attention_mask, loops, self.symbol_ids)
-        return logits, cast(Any, self.model).halting_head(states)
+        input_ids, attention_mask = self.runtime.encode(rows)
+        logits, states = frozen_readouts(self.runtime.model, input_ids, attention_mask, loops, self.runtime.symbol_ids)
+        return logits, cast(Any, self.runtime.model).halting_head(states)
 
     @staticmethod
     def _exit_details(reads: dict, evaluation, halts: list[float] | None) -> dict[int, dict]:
@@ -100,11 +97,11 @@ class RecurrentReading:
         for row in group[:sample]:
             times = []
             for _ in range(3):
-                synchronize(self.device)
+                synchronize(self.runtime.device)
                 started = time.perf_counter()
                 with torch.inference_mode():  # the time to answer at the row's depth: that loop's readout alone
-                    self.readouts([row], loops, read_at=(loops,))
-                synchronize(self.device)
+                    self.runtime.readouts([row], loops, read_at=(loops,))
+                synchronize(self.runtime.device)
                 times.append((time.perf_counter() - started) * 1000.0)
             reading = final.get((row.row_id, row.depth)) or final.get((row.row_id, loops))
             if reading is not None:

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -29,6 +29,10 @@ from arms.train.step import StageLosses, TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.protocol.arms import ARM_KINDS, BUDGETS, OBJECTIVES
 from ledger.reader.shared import Reader
+
+if TYPE_CHECKING:
+    from arms.model.recurrent import RecurrentLM
+    from ledger.protocol.arms import ArmSpec
 
 ProgressFn = Callable[[int, float], None]
 __all__ = ["ArmRuntime", "DenseRuntime", "Reading", "RecurrentRuntime", "TrainingDiverged", "build_runtime"]
@@ -60,6 +64,8 @@ def draw_batch(rows: Sequence[Any] | Mixture, batch_size: int, *seed_parts: Any)
 
 class ArmRuntime:
     """Shared machinery: optimiser, stage loop, trainable state on disk."""
+
+    arm: ArmSpec  # the arm this runtime runs (set by each kind's constructor)
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, reader: Reader):
         self.model = model
@@ -228,8 +234,10 @@ def _symbol_ids(reader: Reader, device: torch.device) -> torch.Tensor:
     return torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols], device=device)
 
 
-class RecurrentRuntime(RecurrentReading, ArmRuntime):
+class RecurrentRuntime(ArmRuntime):
     """A retrofitted recurrent arm: the shared block looped, read at every loop."""
+
+    model: RecurrentLM
 
     def __init__(self, base_model, tokenizer, reader: Reader, arm: Any):
         from arms.model.recurrent import RecurrentLM
@@ -249,9 +257,13 @@ class RecurrentRuntime(RecurrentReading, ArmRuntime):
         self.arm = arm
         self.symbol_ids = _symbol_ids(reader, self.device)
         self.groups = groups
+        self.reading = RecurrentReading(self)
 
     def named_groups(self):
         return self.groups
+
+    def evaluate(self, rows, evaluation, progress: Tick = None) -> list[Reading]:
+        return self.reading.evaluate(rows, evaluation, progress)
 
     def flops_rule(self) -> Callable[[int, int], float]:
         from arms.model.flops import recurrent_counts
@@ -264,7 +276,7 @@ class RecurrentRuntime(RecurrentReading, ArmRuntime):
     def compile_loop(self) -> tuple[bool, str]:
         """Compile the block's layers, then run one forward and backward through them on a two-row batch (a
         compiler that cannot build its kernels fails here, not mid-stage); on failure the layers are restored."""
-        layers = self.model.surgery.decoder.layers
+        layers = cast(torch.nn.ModuleList, self.model.surgery.decoder.layers)
         kept = {i: layers[i].__dict__.get("_compiled_call_impl") for i in self.model.surgery.block_idx}
         try:
             self.model.compile_block()
@@ -280,13 +292,13 @@ class RecurrentRuntime(RecurrentReading, ArmRuntime):
             self.model.zero_grad(set_to_none=True)
         return True, ""
 
-    def _encode(self, rows):
+    def encode(self, rows):
         encoded = self.reader.encode(rows, return_tensors="pt")
         return encoded["input_ids"].to(self.device), encoded["attention_mask"].to(self.device)
 
     def readouts(self, rows, loops: int, read_at=None) -> torch.Tensor:
         """[loops, batch, n_symbols]: every loop's readout (or those of ``read_at``) restricted to the symbols."""
-        input_ids, attention_mask = self._encode(rows)
+        input_ids, attention_mask = self.encode(rows)
         out = self.model(input_ids, attention_mask, loops=loops, read_at=read_at)
         return out[..., self.symbol_ids]
 

@@ -109,22 +109,6 @@ def adapter_budget(
 # -- compute ---------------------------------------------------------------------
 
 
-def fixed_depth_flops(n_params: int, tokens: int) -> int:
-    """Training FLOPs of a fixed-depth model: 6 N D (forward 2ND + backward 4ND)."""
-    return 6 * n_params * tokens
-
-
-def recurrent_flops(n_grad: float, n_forward_only: float, tokens: int) -> float:
-    """Training FLOPs of a recurrent model: (6 N1 + 2 N2) D.
-
-    N1 = parameters applied with gradient recorded, N2 = parameters applied
-    forward-only (no-grad loops). Both count each application: the caller
-    evaluates them at the sampler's true mean recurrence (E[r] = k + 1 for the
-    published Poisson-lognormal sampler, not k), embeddings excluded.
-    """
-    return (6 * n_grad + 2 * n_forward_only) * tokens
-
-
 def inference_cost_ratio(n_layers: int, n_block: int, loops: int, n_once: int | None = None) -> float:
     """Layer applications at T loops relative to one base forward: (n_once + T * n_block) / L.
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
 from ledger.protocol.common import DepthRange, LateOptions, StrictModel
-from ledger.registry import Kind, Registry, check_union
+from ledger.registry import Kind, KindUnion, Registry
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,16 @@ GATE_KINDS: Registry[GateKind] = Registry("gate kind")
 # ----------------------------------------------------------------------------- gates
 
 
-class _GateCommon(StrictModel):
+class GateSpec(StrictModel):
+    """What every gate kind declares; a kind subclasses it with its ``kind`` literal, the ``manifest`` it reads
+    and its own fields (declared there, so that the schema keeps each kind's own field order)."""
+
+    if TYPE_CHECKING:
+        kind: str
+        manifest: str
+
+        def rule(self) -> str: ...
+
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     action: Literal["stop", "flag"] = Field(
         description="stop: a failure is a hard stop that marks the lineage failed; flag: recorded only."
@@ -36,7 +45,7 @@ class _GateCommon(StrictModel):
     description: str = ""
 
 
-class InstallationGate(_GateCommon):
+class InstallationGate(GateSpec):
     """Active-label accuracy on shallow depths after installing the transition."""
 
     kind: Literal["installation"]
@@ -48,7 +57,7 @@ class InstallationGate(_GateCommon):
         return f"active-label acc depth {self.depths[0]}-{self.depths[1]} >= {self.threshold}"
 
 
-class GuardrailGate(_GateCommon):
+class GuardrailGate(GateSpec):
     """General ability at loop 1 must not drop more than ``max_drop`` against the base."""
 
     kind: Literal["guardrail"]
@@ -60,7 +69,7 @@ class GuardrailGate(_GateCommon):
         return f"drop vs {self.reference} <= {self.max_drop}"
 
 
-class RetentionFloorGate(_GateCommon, LateOptions):
+class RetentionFloorGate(GateSpec, LateOptions):
     """Accuracy on a manifest must stay at or above a floor: over every row, or at every depth (the paper's
     forward-retention minimum: the lowest per-depth accuracy)."""
 
@@ -79,7 +88,7 @@ class RetentionFloorGate(_GateCommon, LateOptions):
         return f"{what} >= {self.floor}"
 
 
-class DepthGate(_GateCommon):
+class DepthGate(GateSpec):
     """Per-depth comparison of two arms, passing on k consecutive depths."""
 
     kind: Literal["depth_gate"]
@@ -132,5 +141,5 @@ GATE_KINDS.add(
         generators=("rule_chasing",),
     )
 )
-Gate = Annotated[InstallationGate | GuardrailGate | RetentionFloorGate | DepthGate, Field(discriminator="kind")]
-check_union(GATE_KINDS, Gate)
+# The union of every registered gate kind, built from the registry (a plugin's kind included).
+Gate = Annotated[GateSpec, KindUnion(GATE_KINDS)]

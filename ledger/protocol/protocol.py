@@ -204,12 +204,13 @@ class Protocol(StrictModel):
         return sha256_hex(self.canonical())
 
 
-# A kind registered later (a plugin, a test) joins the union of a protocol's arms.
+# A kind registered later (a plugin, a test) joins the union of a protocol's arms or gates.
 def _rebuild() -> None:
     Protocol.model_rebuild(force=True)
 
 
 ARM_KINDS.on_change(_rebuild)
+GATE_KINDS.on_change(_rebuild)
 
 
 def _unique_ids(items: list, where: str, problems: list, at_prefix: list | None = None) -> dict[str, Any]:

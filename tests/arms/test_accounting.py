@@ -136,14 +136,6 @@ def test_trainable_counts_follow_requires_grad():
 # ----------------------------------------------------------------------------- FLOPs
 
 
-def test_training_flops_formulas():
-    assert acc.fixed_depth_flops(1_000, 50) == 300_000
-    # (6 N1 + 2 N2) D: forward-only parameters cost a third of trained ones
-    assert acc.recurrent_flops(1_000, 0, 50) == acc.fixed_depth_flops(1_000, 50)
-    assert acc.recurrent_flops(1_000, 3_000, 50) == 2 * acc.fixed_depth_flops(1_000, 50)
-    assert acc.recurrent_flops(0.5, 1.5, 2) == 12.0  # (3 + 3) * 2
-
-
 def test_inference_cost_of_the_split_is_one_plus_t_over_two(qwen25):
     _, surgery, _ = qwen25
     assert [acc.surgery_cost_ratio(surgery, t) for t in (1, 4, 8, 12)] == [1.0, 2.5, 4.5, 6.5]
