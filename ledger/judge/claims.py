@@ -81,6 +81,10 @@ def evaluate_claim(claim: Claim, evidence: EvidenceSource) -> ClaimResult:
         return ClaimResult(claim.id, claim.statistic, "unverifiable", str(exc), family=claim.family)
     result.family = claim.family
     result.rows_used = recorder.used
+    if STATISTICS[claim.statistic].tested and result.outcome != "unverifiable" and not recorder.used:
+        # a p-value with no rows behind it in the ledger: verify could not show what it was computed on
+        reason = f"statistic {claim.statistic!r} noted no rows it computed on (note_rows): its test cannot be audited"
+        return ClaimResult(claim.id, claim.statistic, "unverifiable", reason, family=claim.family)
     return _check_reported(claim, result)
 
 

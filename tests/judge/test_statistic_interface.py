@@ -123,3 +123,31 @@ STATISTICS_KIND_BACK = StatisticKind(
     tested=True,
     power=f"{__name__}:above_chance_power",
 )
+
+
+class ForgetfulClaim(AboveChanceClaim):
+    statistic: Literal["forgetful"]  # type: ignore[assignment]
+
+
+def forgetful(claim: ForgetfulClaim, evidence: Any) -> ClaimResult:
+    """The same test, reading the rows without noting them."""
+    rows = evidence.outcomes(claim.arm, claim.manifest, None)
+    correct = sum(hit for _, hit in rows.values())
+    p = binomtest(correct, len(rows), claim.chance, alternative="greater").pvalue
+    return ClaimResult(claim.id, claim.statistic, "supported", f"p = {p:.3g}", {"p_value": p}, p_value=p)
+
+
+def test_a_tested_statistic_that_notes_no_rows_is_unverifiable(tmp_path):
+    STATISTICS.add(
+        StatisticKind(
+            "forgetful", ForgetfulClaim, f"{__name__}:forgetful", tested=True, power=f"{__name__}:above_chance_power"
+        )
+    )
+    try:
+        (tmp_path / "claims.yaml").write_text(CLAIMS.replace("above_chance", "forgetful"), encoding="utf-8")
+        (claim,) = load_claims(tmp_path / "claims.yaml").claims
+        outcomes = {f"r{i}": (1, True) for i in range(20)}
+        result = evaluate_claim(claim, MemoryEvidence(outcome_map={("A", "eval", None): outcomes}))
+        assert result.outcome == "unverifiable" and "noted no rows" in result.reason
+    finally:
+        STATISTICS.remove("forgetful")
