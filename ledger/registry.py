@@ -39,6 +39,10 @@ class Kind:
     # a protocol that uses it, so nothing declared but unrunnable reaches a ledger.
     not_runnable: str | None = None
 
+    def refusal(self) -> str | None:
+        """What ``ledger check`` says of a protocol that uses this kind, where it cannot run yet; None: it runs."""
+        return f"{self.name!r} is declared but cannot run: {self.not_runnable}" if self.not_runnable else None
+
 
 K = TypeVar("K", bound=Kind)
 

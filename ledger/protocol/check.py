@@ -124,8 +124,9 @@ def _bases(protocol: Protocol, protocol_dir: Path, problems: list[Problem]) -> d
 
 
 def _runnable(kind: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:
-    if kind.not_runnable:
-        problems.append((at, f"{kind.name!r} is declared but cannot run: {kind.not_runnable}"))
+    refusal = kind.refusal()
+    if refusal is not None:
+        problems.append((at, refusal))
 
 
 def _continuation(protocol: Protocol, arm: Any, at: tuple[Any, ...], problems: list[Problem]) -> None:

@@ -69,9 +69,9 @@ class RecurrentArm(ArmSpec, LateOptions):
     def part_problems(self, layers: int | None) -> list[Problem]:
         bridge, budget = BRIDGES[self.bridge.kind], BUDGETS[self.budget.kind]
         problems: list[Problem] = [
-            (where, f"{kind.name!r} is declared but cannot run: {kind.not_runnable}")
+            (where, refusal)
             for where, kind in ((("bridge", "kind"), bridge), (("budget", "kind"), budget))
-            if kind.not_runnable
+            if (refusal := kind.refusal()) is not None
         ]
         if bridge.name not in budget.bridges:
             problems.append(

@@ -119,7 +119,7 @@ class Store(LedgerStore):
         return self.db.engine
 
     @property
-    def url(self) -> str:  # type: ignore[override]
+    def url(self) -> str:
         return self.db.url
 
     @property

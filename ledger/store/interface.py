@@ -39,7 +39,10 @@ if TYPE_CHECKING:
 class LedgerStore(ABC):
     """A ledger: written through its typed writers only, read through its lookups, checked as a chain."""
 
-    url: str
+    @property
+    @abstractmethod
+    def url(self) -> str:
+        """The ledger's database URL."""
 
     @property
     @abstractmethod
