@@ -43,6 +43,16 @@ class ClaimVerdict:
     subjects: tuple[str, ...] = ()  # the arms the claim is about (what a summary names with their bridge)
     versions: str | None = None  # "supported in version 3 of 3 registered; earlier versions: ..." (N > 1)
     expected: str = "supported"  # without a recorded outcome: supported, or what an audited paper concluded
+    # an arm that learnt nothing would support it and no precondition shows acquisition (ledger.judge.acquisition)
+    vacuous_risk: bool = False
+    paper: dict[str, Any] | None = None  # the paper's finding it replicates: {outcome, figure, where}
+
+    @property
+    def replicates(self) -> bool | None:
+        """Whether the outcome is the paper's (None: no paper finding, or not judged)."""
+        if self.paper is None or self.outcome not in ("supported", "refuted"):
+            return None
+        return bool(self.outcome == self.paper["outcome"])
 
     @property
     def ok(self) -> bool:
@@ -62,6 +72,52 @@ class ClaimVerdict:
             "flags": self.flags,
             "versions": self.versions,
             "ok": self.ok,
+            **({"paper": self.paper, "replicates_paper": self.replicates} if self.paper is not None else {}),
+            **({"vacuous_risk": True} if self.vacuous_risk else {}),
+        }
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What a set of verdicts shows at a glance: how many are supported, how many replicate the paper's findings
+    (of those that carry one, ``paper``), which depart from it, and which supports may be vacuous."""
+
+    claims: int
+    supported: int
+    with_paper: int
+    replicates: int
+    departs: tuple[str, ...]  # judged, with a paper finding, and another outcome than the paper's
+    vacuous_risk: tuple[str, ...]  # supported, though an arm that learnt nothing would support it
+
+    @classmethod
+    def of(cls, verdicts: list[ClaimVerdict]) -> Tally:
+        return cls(
+            claims=len(verdicts),
+            supported=sum(v.outcome == "supported" for v in verdicts),
+            with_paper=sum(v.paper is not None for v in verdicts),
+            replicates=sum(v.replicates is True for v in verdicts),
+            departs=tuple(v.claim_id for v in verdicts if v.replicates is False),
+            vacuous_risk=tuple(v.claim_id for v in verdicts if v.vacuous_risk and v.outcome == "supported"),
+        )
+
+    def line(self) -> str:
+        """ "supported: 5 of 9; replicates the paper: 6 of 8 (departs: X, Y); possibly vacuous: Z"."""
+        parts = [f"supported: {self.supported} of {self.claims}"]
+        if self.with_paper:
+            departs = f" (departs: {', '.join(self.departs)})" if self.departs else ""
+            parts.append(f"replicates the paper: {self.replicates} of {self.with_paper}{departs}")
+        if self.vacuous_risk:
+            parts.append(f"possibly vacuous (no acquisition precondition): {', '.join(self.vacuous_risk)}")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "claims": self.claims,
+            "supported": self.supported,
+            "with_paper": self.with_paper,
+            "replicates_paper": self.replicates,
+            "departs_from_paper": list(self.departs),
+            "vacuous_risk": list(self.vacuous_risk),
         }
 
 
@@ -96,4 +152,5 @@ class VerifyReport:
             "errors": self.errors,
             "environment_differences": self.environment,
             "claims": [verdict.to_dict() for verdict in self.verdicts],
+            "tally": Tally.of(self.verdicts).to_dict(),
         }

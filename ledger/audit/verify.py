@@ -13,6 +13,7 @@ the separate, explicit steps of ``ledger.audit.recording``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,7 +201,29 @@ def _verify_file(
         _verdict(store, path, claim, result, evidence, integrity, claim_file.protocol, scope)
         for claim, result in zip(claim_file.claims, results)
     ]
+    _flag_unacquired(store, claim_file, evidence, verdicts)
     return verdicts + _as_registered(store, path, claim_file, scope, verdicts)
+
+
+def _flag_unacquired(
+    store: Store, claim_file: ClaimFile, evidence: StoreEvidence, verdicts: list[ClaimVerdict]
+) -> None:
+    """A claim registered before acquisition was a rule (``ledger.judge.acquisition``) that an arm which learnt
+    nothing would support: its support may be vacuous, and verify says so beside the outcome."""
+    from ledger.judge.acquisition import chance_of, unacquired_claims
+
+    chances: dict[str, float | None] = {}
+    for claim in claim_file.claims:
+        for manifest in claim_manifests(claim):
+            sha = evidence.manifest_sha256(manifest)
+            if manifest not in chances and sha is not None:
+                rows = [json.loads(row.canonical_json) for row in store.manifest_rows(sha)]
+                chances[manifest] = chance_of([len(row.get("symbols") or ()) for row in rows])
+    by_id = {verdict.claim_id: verdict for verdict in verdicts}
+    for found in unacquired_claims(claim_file, chances):
+        verdict = by_id[found.claim_id]
+        verdict.vacuous_risk = True
+        verdict.flags.append(f"no acquisition precondition: {found.claim_id} {found.message}")
 
 
 def _as_registered(
@@ -295,6 +318,7 @@ def _verdict(
     verdict = ClaimVerdict(str(path), claim.id, result.outcome, "verified", result.reason, result.figures)
     verdict.subjects = claim_subjects(claim)
     verdict.expected = claim.audited_outcome
+    verdict.paper = claim.paper.model_dump(mode="json") if claim.paper is not None else None
     if claim.audited_outcome != "supported":
         verdict.flags.append(f"the audited paper concluded: {claim.audited_outcome}")
     spec = claim.model_dump(mode="json", by_alias=True)

@@ -136,6 +136,7 @@ def _trusted_head(args: argparse.Namespace) -> tuple[str, int]:
 def cmd_verify(args: argparse.Namespace) -> int:
     from ledger.audit.recording import import_external, record_outcomes
     from ledger.audit.release import ReleaseError
+    from ledger.audit.verdicts import Tally
     from ledger.audit.verify import claim_files, verify
     from ledger.run.environment import current_environment
 
@@ -191,8 +192,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         err.print(f"chain: {problem}", markup=False)
     for error in report.errors:
         err.print(error, markup=False)
-    table = Table(title=f"claims ({len(report.verdicts)})")
-    for column in ("claim", "outcome", "integrity", "first", "figures / reason"):
+    table = Table(title=f"claims: {Tally.of(report.verdicts).line()}")
+    for column in ("claim", "outcome", "integrity", "first", "paper", "figures / reason"):
         table.add_column(column, overflow="fold")
     for verdict in report.verdicts:
         colour = "green" if verdict.ok else "red"
@@ -208,6 +209,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             f"[{colour}]{verdict.outcome}[/{colour}]",
             verdict.integrity,
             verdict.first_outcome or "(new)",
+            _paper_cell(verdict),
             detail,
         )
     out.print(table)
@@ -217,6 +219,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     out.print(f"ledger head {report.head[0]}:{report.head[1]}")
     out.print("[green]verified[/green]" if report.exit_code == 0 else f"[red]exit {report.exit_code}[/red]")
     return report.exit_code
+
+
+def _paper_cell(verdict) -> str:
+    """The paper's finding beside ours: "replicates (supported; relay 86.0%)", or "-" without one."""
+    if verdict.paper is None:
+        return "-"
+    state = {True: "replicates", False: "departs", None: "not judged"}[verdict.replicates]
+    return f"{state} (paper: {verdict.paper['outcome']}; {verdict.paper['figure']})"
 
 
 def cmd_query(args: argparse.Namespace) -> int:

@@ -316,18 +316,20 @@ def _print_run_summary(result) -> None:
     arms; the captions are the registered description, where a protocol states how it departs from the paper."""
     designs = {arm.id: arm.design() for arm in result.protocol.arms}
     if result.claims:
-        supported = sum(verdict.outcome == "supported" for verdict in result.claims)
+        from ledger.audit.verdicts import Tally
+
         claims = Table(
-            title=f"preregistered claims: {supported} of {len(result.claims)} supported",
+            title=f"preregistered claims: {Tally.of(result.claims).line()}",
             caption=result.protocol.description,
         )
-        for column in ("claim", "outcome", "arms (design)", "integrity", "figures"):
+        for column in ("claim", "outcome", "the paper", "arms (design)", "integrity", "figures"):
             claims.add_column(column, overflow="fold")
         for verdict in result.claims:
             arms = "; ".join(
                 f"{arm} ({designs[arm]})" if arm in designs else f"{arm} (the base, loop 1)" for arm in verdict.subjects
             )
-            claims.add_row(verdict.claim_id, verdict.outcome, arms or "-", verdict.integrity, verdict.reason)
+            paper = "-" if verdict.paper is None else f"{verdict.paper['outcome']}: {verdict.paper['figure']}"
+            claims.add_row(verdict.claim_id, verdict.outcome, paper, arms or "-", verdict.integrity, verdict.reason)
         out.print(claims)
     table = Table(title=f"{result.protocol.name} ({result.protocol_sha256[:12]}): arms")
     for column in (

@@ -1,4 +1,5 @@
-"""A whole claim file: every claim recomputed, then each multiplicity family corrected over all its members."""
+"""A whole claim file: every claim recomputed, each multiplicity family corrected over all its members, then each
+claim's preconditions applied (a claim whose precondition is not met is unverifiable)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,52 @@ from ledger.store.evidence_source import EvidenceSource
 
 
 def evaluate_claims(claim_file: ClaimFile, evidence: EvidenceSource) -> list[ClaimResult]:
-    """Every claim of a file, each family corrected over all its members (``correct_families``)."""
-    return correct_families(claim_file, [evaluate_claim(claim, evidence) for claim in claim_file.claims])
+    """Every claim of a file, each family corrected over all its members (``correct_families``), then the
+    preconditions (``apply_preconditions``)."""
+    results = correct_families(claim_file, [evaluate_claim(claim, evidence) for claim in claim_file.claims])
+    return apply_preconditions(claim_file, results, evidence)
+
+
+def apply_preconditions(
+    claim_file: ClaimFile, results: list[ClaimResult], evidence: EvidenceSource
+) -> list[ClaimResult]:
+    """A claim whose precondition is not met is unverifiable, whatever its own statistic says.
+
+    A required claim is met when its outcome, after its own preconditions, is supported; a required gate when it
+    passed for its arm. Claims are settled in an order where every precondition comes first (the file refuses
+    cycles). Families were corrected before: the claim's p-value stays a member of its family, but the claim
+    itself is not judged, so that "C falls beyond its support" is never supported by a C that learnt nothing.
+    """
+    by_id = {result.claim_id: result for result in results}
+    claims = {claim.id: claim for claim in claim_file.claims}
+    settled: set[str] = set()
+
+    def settle(claim_id: str) -> None:
+        if claim_id in settled:
+            return
+        claim = claims[claim_id]
+        unmet = []
+        for required in claim.claim_preconditions():
+            settle(required)
+            outcome = by_id[required].outcome
+            if outcome != "supported":
+                unmet.append(f"claim {required} is {outcome}")
+        for gate in claim.gate_preconditions():
+            passed = evidence.gate_passed(gate.gate, gate.arm)
+            if not passed:
+                unmet.append(f"{gate.describe()} {'never recorded' if passed is None else 'failed'}")
+        result = by_id[claim_id]
+        settled.add(claim_id)
+        if claim.requires:
+            result.figures["preconditions_met"] = not unmet
+        if unmet:
+            would_be = result.outcome
+            result.outcome = "unverifiable"
+            result.reason = f"precondition not met: {'; '.join(unmet)} (its own statistic: {would_be}; {result.reason})"
+
+    for claim in claim_file.claims:
+        settle(claim.id)
+    return results
 
 
 def correct_families(claim_file: ClaimFile, results: list[ClaimResult]) -> list[ClaimResult]:

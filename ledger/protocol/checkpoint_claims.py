@@ -45,6 +45,9 @@ class KeepsAllClaim(ClaimSpec):
     conditions: list[KeepCondition] = Field(min_length=2)
     expect: Literal["none", "some"] = "none"
 
+    def holds_without_acquisition(self) -> bool:
+        return self.expect == "none"  # no checkpoint keeps both: nor does one that learnt neither
+
     @model_validator(mode="after")
     def _first_condition_is_the_manifest(self) -> KeepsAllClaim:
         if self.conditions[0].manifest != self.manifest:
@@ -62,3 +65,6 @@ class CheckpointTrendClaim(ClaimSpec):
     arm: str
     measure: Literal["accuracy", "min_per_depth"] = "accuracy"
     direction: Literal["rises", "falls"]
+
+    def holds_without_acquisition(self) -> bool:
+        return self.direction == "falls"

@@ -52,10 +52,34 @@ class RowFilter(StrictModel):
         return self
 
 
+class GatePrecondition(StrictModel):
+    """A recorded gate verdict a claim needs: ``gate`` passed for ``arm``."""
+
+    gate: str
+    arm: str
+
+    def describe(self) -> str:
+        return f"gate {self.gate} for {self.arm}"
+
+
+# A precondition: another claim of the same file (by id) that must be supported, or a gate that must have passed.
+Precondition = str | GatePrecondition
+
+
+class PaperFinding(StrictModel):
+    """The paper's finding a claim replicates: the outcome the claim has when the finding replicates (a paper's
+    negative finding is a claim expected refuted, e.g. "the halting head picks the right depth for half the rows")
+    and the paper's figure in words."""
+
+    outcome: Literal["supported", "refuted"]
+    figure: str = Field(min_length=1, description='The paper\'s figure, e.g. "relay 86.0% (1,536 rows)".')
+    where: str | None = Field(default=None, description="Where the paper reports it (section, table, figure).")
+
+
 class ClaimSpec(StrictModel):
     # Fields added after claims were first registered, with the default that means "not set": written out
     # only when set, so that every claim registered before keeps its canonical form and hash.
-    ADDED_LATER: ClassVar[dict[str, Any]] = {"audited_outcome": "supported"}
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"audited_outcome": "supported", "requires": [], "paper": None}
 
     @model_serializer(mode="wrap")
     def _omit_unset_later_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -84,3 +108,26 @@ class ClaimSpec(StrictModel):
             "significant digits written (e.g. p_value: 5.72e-257, helped: 1048)."
         ),
     )
+    requires: list[Precondition] = Field(
+        default_factory=list,
+        description="Preconditions: claims of this file (by id) that must be supported, or gates ({gate, arm}) "
+        "that must have passed, for this claim to be judged. While one is not met the claim is unverifiable, never "
+        "supported: e.g. 'C is near-perfect inside its support' before 'C falls beyond it'.",
+    )
+    paper: PaperFinding | None = Field(
+        default=None,
+        description="The paper's finding this claim replicates (its outcome and figure): the summary, the report "
+        "and verify count the claims that replicate it.",
+    )
+
+    def holds_without_acquisition(self) -> bool:
+        """Whether this claim would be supported by an arm that learnt nothing (a "stays below" or "falls beyond"
+        claim, a tie between two arms). Such a claim must name an acquisition precondition (``requires``), checked
+        at registration (``ledger.judge.acquisition``)."""
+        return False
+
+    def claim_preconditions(self) -> list[str]:
+        return [required for required in self.requires if isinstance(required, str)]
+
+    def gate_preconditions(self) -> list[GatePrecondition]:
+        return [required for required in self.requires if isinstance(required, GatePrecondition)]

@@ -43,6 +43,9 @@ class PairedExactClaim(ClaimSpec):
     )
     ADDED_LATER: ClassVar[dict[str, Any]] = {**ClaimSpec.ADDED_LATER, "loop": None, "at_step": None}
 
+    def holds_without_acquisition(self) -> bool:
+        return self.direction == "less"  # arms[0] behind arms[1]: so is an arm that learnt nothing
+
     @model_validator(mode="after")
     def _one_reading(self) -> PairedExactClaim:
         if self.loop is not None and self.at_step is not None:
@@ -58,6 +61,9 @@ class AccuracyClaim(ClaimSpec):
     threshold: float = Field(ge=0, le=1)
     direction: Literal["at_least", "at_most"] = "at_least"
 
+    def holds_without_acquisition(self) -> bool:
+        return self.direction == "at_most"
+
 
 class NonInferiorityClaim(ClaimSpec):
     """Paired non-inferiority of arms[0] against arms[1] with a margin (Tango's score test)."""
@@ -67,6 +73,9 @@ class NonInferiorityClaim(ClaimSpec):
     margin: float = Field(gt=0, lt=1)
     alpha: float = Field(default=0.05, gt=0, lt=1)
     loop: int | None = Field(default=None, ge=1, description="Read at this loop (e.g. 1) instead of the forced depth.")
+
+    def holds_without_acquisition(self) -> bool:
+        return True  # two arms that learnt nothing tie: non-inferior
 
 
 class FrontierClaim(ClaimSpec):
@@ -78,6 +87,9 @@ class FrontierClaim(ClaimSpec):
     support_max_depth: int = Field(ge=1)
     threshold: float = Field(gt=0)
     direction: Literal["at_least", "at_most"] = "at_least"
+
+    def holds_without_acquisition(self) -> bool:
+        return self.direction == "at_most"
 
 
 class SupportScalingClaim(ClaimSpec):
@@ -126,6 +138,9 @@ class PersistenceClaim(ClaimSpec):
     cells: Literal["active", "advance", "stay"]
     threshold: float = Field(ge=0, le=1)
     direction: Literal["at_least", "at_most"] = "at_least"
+
+    def holds_without_acquisition(self) -> bool:
+        return self.direction == "at_most"
 
 
 class GateClaim(ClaimSpec):
@@ -330,6 +345,7 @@ class ClaimFile(StrictModel):
                 raise _located(f"duplicate claim id {claim.id!r}", ["claims", index, "id"])
             seen.add(claim.id)
         self._check_families()
+        self._check_preconditions()
         if self.release is None:
             for index, claim in enumerate(self.claims):
                 if claim.audited_outcome != "supported":
@@ -339,6 +355,30 @@ class ClaimFile(StrictModel):
                         ["claims", index, "audited_outcome"],
                     )
         return self
+
+    def _check_preconditions(self) -> None:
+        """Each required claim is another claim of this file, and no claim requires itself through others."""
+        ids = {claim.id for claim in self.claims}
+        for index, claim in enumerate(self.claims):
+            for position, required in enumerate(claim.claim_preconditions()):
+                if required == claim.id:
+                    raise _located("a claim cannot require itself", ["claims", index, "requires", position])
+                if required not in ids:
+                    raise _located(
+                        f"requires {required!r}, not a claim of this file", ["claims", index, "requires", position]
+                    )
+        needs = {claim.id: claim.claim_preconditions() for claim in self.claims}
+        for index, claim in enumerate(self.claims):
+            seen, stack = set(), list(needs[claim.id])
+            while stack:
+                current = stack.pop()
+                if current == claim.id:
+                    raise _located(
+                        f"claim {claim.id!r} requires itself through its preconditions", ["claims", index, "requires"]
+                    )
+                if current not in seen:
+                    seen.add(current)
+                    stack.extend(needs.get(current, []))
 
     def _check_families(self) -> None:
         named: dict[str, list[str]] = {}
@@ -390,6 +430,11 @@ def check_claims_against(claims: ClaimFile, protocol: Protocol, file: str) -> li
                 issues.append(ProtocolIssue(file, None, where, f"unknown arm {arm!r}"))
         if isinstance(claim, GateClaim) and claim.gate not in gates:
             issues.append(ProtocolIssue(file, None, f"{where}.gate", f"unknown gate {claim.gate!r}"))
+        for required in claim.gate_preconditions():
+            if required.gate not in gates:
+                issues.append(ProtocolIssue(file, None, f"{where}.requires", f"unknown gate {required.gate!r}"))
+            if required.arm not in arms:
+                issues.append(ProtocolIssue(file, None, f"{where}.requires", f"unknown arm {required.arm!r}"))
     return issues
 
 

@@ -94,6 +94,10 @@ class AdaptiveDepthClaim(ClaimSpec):
     def exit_rule(self) -> ExitRule:
         return ExitRule(rule=self.rule, threshold=self.threshold)
 
+    def holds_without_acquisition(self) -> bool:
+        # a rule's answers tie forced depth's when neither answers anything; a right-depth share held low
+        return self.measure == "noninferior" or self.direction == "at_most"
+
     @model_validator(mode="after")
     def _measure_fields(self) -> AdaptiveDepthClaim:
         needed = self.NEEDS[self.measure]

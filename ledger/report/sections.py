@@ -207,12 +207,33 @@ def lineage_html(nodes: list[LineageNode]) -> str:
 def claims_html(rows: list[ClaimRow]) -> str:
     if not rows:
         return '<p class="note">No claims are registered for these protocols.</p>'
+    first = {row.claim_id: row.outcome.outcome for row in rows if row.outcome is not None}
+    with_paper = [row for row in rows if row.spec.get("paper")]
+    judged = [row for row in with_paper if first.get(row.claim_id) in ("supported", "refuted")]
+    replicating = [row for row in judged if first[row.claim_id] == row.spec["paper"]["outcome"]]
+    departing = [row.claim_id.split("/")[-1] for row in judged if row not in replicating]
+    tally = f"supported: {sum(outcome == 'supported' for outcome in first.values())} of {len(rows)}"
+    if with_paper:
+        tally += f"; replicates the paper: {len(replicating)} of {len(with_paper)}"
+        tally += f" (departs: {', '.join(departing)})" if departing else ""
     lines = [
+        f'<p class="tally">{esc(tally)}</p>'
         '<table class="claims"><tr><th>claim</th><th>statement</th><th>statistic</th><th>first outcome</th>'
-        "<th>reason</th><th>figures</th><th>p-value</th></tr>"
+        "<th>the paper</th><th>reason</th><th>figures</th><th>p-value</th></tr>"
     ]
     for row in rows:
         outcome = row.outcome
+        paper_finding = row.spec.get("paper")
+        if not paper_finding:
+            paper = "—"
+        else:
+            where = f" ({paper_finding['where']})" if paper_finding.get("where") else ""
+            state = (
+                ""
+                if outcome is None or outcome.outcome not in ("supported", "refuted")
+                else ("replicates: " if outcome.outcome == paper_finding["outcome"] else "departs: ")
+            )
+            paper = esc(f"{state}{paper_finding['outcome']}, {paper_finding['figure']}{where}")
         if outcome is None:
             verdict = '<span class="outcome-none">not evaluated</span>'
             reason = figures = p_value = "—"
@@ -230,7 +251,7 @@ def claims_html(rows: list[ClaimRow]) -> str:
         lines.append(
             f'<tr class="claim" data-claim="{esc(row.claim_id)}" data-outcome="{esc(shown)}">'
             f"<td><code>{esc(row.claim_id)}</code></td><td>{esc(row.statement)}</td><td>{esc(row.statistic)}</td>"
-            f'<td>{verdict}</td><td>{reason}</td><td>{figures}</td><td class="num">{p_value}</td></tr>'
+            f'<td>{verdict}</td><td>{paper}</td><td>{reason}</td><td>{figures}</td><td class="num">{p_value}</td></tr>'
         )
     lines.append("</table>")
     return "".join(lines)

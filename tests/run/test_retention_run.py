@@ -94,7 +94,7 @@ def test_a_floor_breach_fails_the_checkpoint_and_a_later_protocol_cannot_continu
     assert "hard_stop" in stopped.stdout and "forward_floor" in stopped.stdout
     # the arm that continues from the stopped one is not run, and the run still judges its claims
     # (two steps down the chain too: D continues from C, which never ran)
-    assert stopped.stdout.count("skipped") == 2 and "preregistered claims: 1 of 1 supported" in stopped.stdout
+    assert stopped.stdout.count("skipped") == 2 and "preregistered claims: supported: 1 of 1" in stopped.stdout
     with open_store(db) as store:
         checkpoints = {row["stage"]: row for row in store.rows_of("checkpoints", arm="R")}
         failed = checkpoints["reverse"]

@@ -31,7 +31,7 @@ def test_the_summary_leads_with_the_claims_and_names_each_arms_bridge(monkeypatc
         ClaimVerdict("c.yaml", "A_tier1", "refuted", "verified", "p = 0.2", subjects=("A", "base:tiny")),
     ]
     text = _summary(monkeypatch, "protocols/phaseA-tiny-long.yaml", verdicts)
-    assert text.index("preregistered claims: 1 of 2 supported") < text.index("phaseA-tiny-long (")
+    assert text.index("preregistered claims: supported: 1 of 2") < text.index("phaseA-tiny-long (")
     claim_line = next(line for line in text.splitlines() if "A_beats_B" in line)
     assert "A (split [2, 6], split bridge, answer-only re-entry (not the paper's), full_block)" in claim_line
     assert "B (dense sft_direct)" in claim_line
