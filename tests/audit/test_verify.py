@@ -314,7 +314,8 @@ def test_deviation_is_recorded_and_flags_dependent_claims(project, capsys):
     assert code == 0, report
     assert any("arms.A.surgery.split" in flag for flag in claims["A_beats_B"]["flags"])
     assert any("after_data" in flag for flag in claims["A_accurate"]["flags"])
-    assert not [f for f in claims["B_deep"]["flags"] if f.startswith("depends on")]  # B's claim does not depend on arm A
+    # B's claim does not depend on arm A
+    assert not [flag for flag in claims["B_deep"]["flags"] if flag.startswith("depends on")]
     with open_store(db) as store:
         (deviation,) = store.rows_of("deviations")
         assert deviation["item"] == "arms.A.surgery.split" and deviation["timing"] == "after_data"
@@ -666,7 +667,7 @@ def test_verify_names_a_support_nothing_learnt_would_give_and_tallies_it(project
     """B_deep ("B's deep accuracy at most ...") was registered with no acquisition precondition: verify keeps its
     outcome and says beside it that an arm which learnt nothing would support it; the tally counts it."""
     _tmp_path, db, _ = project
-    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    _code, report = verify_json(db, "claims.yaml", capsys=capsys)
     claims = by_id(report)
     assert any(flag.startswith("no acquisition precondition: B_deep") for flag in claims["B_deep"]["flags"])
     assert not any(flag.startswith("no acquisition precondition") for flag in claims["A_accurate"]["flags"])
