@@ -250,6 +250,20 @@ def _first_fall_before_filter(claim: FrontierClaim, evidence: EvidenceSource) ->
     return None
 
 
+def _sensitivity(accuracy: dict[int, float]) -> dict[str, float | None]:
+    """The frontier at each sensitivity bar; where the curve is censored at a bar, the bound it gives instead of
+    nothing: at least the deepest evaluated depth (never below the bar), at most the shallowest (below at once)."""
+    figures: dict[str, float | None] = {}
+    for bar in stats.SENSITIVITY_BARS:
+        found = stats.frontier(accuracy, bar)
+        figures[f"frontier_at_{bar}"] = found.frontier
+        if found.status == "never_crosses":
+            figures[f"frontier_at_{bar}_at_least"] = found.depth_above
+        elif found.status == "below_at_first_depth":
+            figures[f"frontier_at_{bar}_at_most"] = found.depth_below
+    return figures
+
+
 def frontier_ratio(claim: FrontierClaim, evidence: EvidenceSource) -> ClaimResult:
     counts = _per_depth_accuracy(claim, evidence)
     fell = _first_fall_before_filter(claim, evidence)
@@ -261,7 +275,7 @@ def frontier_ratio(claim: FrontierClaim, evidence: EvidenceSource) -> ClaimResul
         )
     accuracy = {depth: correct / total for depth, (correct, total) in counts.items()}
     result = stats.frontier(accuracy, claim.bar)
-    sensitivity = {f"frontier_at_{bar}": stats.frontier(accuracy, bar).frontier for bar in stats.SENSITIVITY_BARS}
+    sensitivity = _sensitivity(accuracy)
     figures = {
         "frontier": result.frontier,
         "ratio": None if result.frontier is None else result.frontier / claim.support_max_depth,

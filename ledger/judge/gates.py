@@ -16,14 +16,44 @@ from ledger.judge import stats
 from ledger.store.final_reading import choose_final
 
 
-def installation(rows: Sequence[Any], readings: Sequence[Any], depths: tuple[int, int], threshold: float) -> dict:
-    """Active-label accuracy: the decoded state at loop t equals the t-th intermediate symbol, t <= depth."""
+def installation(
+    rows: Sequence[Any],
+    readings: Sequence[Any],
+    depths: tuple[int, int],
+    threshold: float,
+    per_depth_threshold: float | None = None,
+) -> dict:
+    """Active-label accuracy: the decoded state at loop t equals the t-th intermediate symbol, t <= depth; pooled
+    over the depths and per depth (each depth's cells, and its rows whose every active cell is right)."""
     low, high = depths
     depth_of = {row.row_id: row.depth for row in rows}
     cells = [r for r in readings if low <= depth_of[r.row_id] <= high and 1 <= r.loop <= depth_of[r.row_id]]
     correct = sum(1 for r in cells if r.correct)
     value = correct / len(cells) if cells else 0.0
+    per_depth: dict[int, dict[str, Any]] = {}
+    for depth in range(low, high + 1):
+        at_depth = [r for r in cells if depth_of[r.row_id] == depth]
+        row_ok: dict[str, bool] = {}
+        for r in at_depth:
+            row_ok[r.row_id] = row_ok.get(r.row_id, True) and bool(r.correct)
+        right = sum(1 for r in at_depth if r.correct)
+        per_depth[depth] = {
+            "cells": len(at_depth),
+            "correct": right,
+            "accuracy": right / len(at_depth) if at_depth else None,
+            "rows": len(row_ok),
+            "rows_all_correct": sum(row_ok.values()),
+        }
+    lowest = min((d["accuracy"] for d in per_depth.values() if d["accuracy"] is not None), default=None)
     passed = bool(cells) and value >= threshold
+    if per_depth_threshold is not None:
+        passed = passed and all(
+            d["accuracy"] is not None and d["accuracy"] >= per_depth_threshold for d in per_depth.values()
+        )
+    each = ", ".join(f"{depth}: {d['rows_all_correct']}/{d['rows']}" for depth, d in per_depth.items() if d["rows"])
+    needs = f"needs >= {threshold}" + (
+        f", each depth >= {per_depth_threshold}" if per_depth_threshold is not None else ""
+    )
     return {
         "passed": passed,
         "metric": "active_label_accuracy",
@@ -32,9 +62,11 @@ def installation(rows: Sequence[Any], readings: Sequence[Any], depths: tuple[int
         "comparison": ">=",
         "detail": {
             "summary": f"active-label accuracy {correct}/{len(cells)} = {value:.3f} at depth {low}-{high} "
-            f"(needs >= {threshold})",
+            f"(rows with every active cell right, per depth: {each}; {needs})",
             "cells": len(cells),
             "correct": correct,
+            "per_depth": {str(depth): d for depth, d in per_depth.items()},
+            "lowest_per_depth": lowest,
         },
     }
 
@@ -143,6 +175,40 @@ def depth_gate(
     }
 
 
+def within_rows(a: Mapping[str, tuple[int, bool]], b: Mapping[str, tuple[int, bool]], rows: int) -> dict:
+    """Per depth, ``a``'s correct rows at most ``rows`` fewer than ``b``'s on the rows both answered."""
+    shared = sorted(set(a) & set(b))
+    per_depth: dict[int, tuple[int, int, int]] = {}
+    for row in shared:
+        depth = a[row][0]
+        ca, cb, n = per_depth.get(depth, (0, 0, 0))
+        per_depth[depth] = (ca + int(a[row][1]), cb + int(b[row][1]), n + 1)
+    gaps = {depth: cb - ca for depth, (ca, cb, _) in sorted(per_depth.items())}
+    widest = max(gaps.values(), default=None)
+    passed = bool(gaps) and widest is not None and widest <= rows
+    trailing = [depth for depth, gap in gaps.items() if gap > rows]
+    summary = (
+        f"behind by at most {widest} rows at any depth (needs <= {rows})"
+        if gaps
+        else "no rows in common between the two arms"
+    )
+    if trailing:
+        summary += f"; more than {rows} behind at depth {', '.join(map(str, trailing))}"
+    return {
+        "passed": passed,
+        "metric": "largest_per_depth_shortfall",
+        "value": None if widest is None else float(widest),
+        "threshold": float(rows),
+        "comparison": "<=",
+        "detail": {
+            "summary": summary,
+            "per_depth": {
+                str(depth): {"arm": ca, "versus": cb, "rows": n} for depth, (ca, cb, n) in sorted(per_depth.items())
+            },
+        },
+    }
+
+
 # ----------------------------------------------------------------------------- the gate kinds' entry points
 
 
@@ -158,7 +224,8 @@ class GateInputs:
 
 
 def judge_installation(gate: Any, inputs: GateInputs) -> dict:
-    return installation(inputs.rows, inputs.readings, tuple(gate.depths), gate.threshold)
+    every = gate.per_depth_threshold
+    return installation(inputs.rows, inputs.readings, tuple(gate.depths), gate.threshold, every)
 
 
 def judge_guardrail(gate: Any, inputs: GateInputs) -> dict:
@@ -174,3 +241,7 @@ def judge_retention_floor(gate: Any, inputs: GateInputs) -> dict:
 
 def judge_depth_gate(gate: Any, inputs: GateInputs) -> dict:
     return depth_gate(inputs.arm_outcomes, inputs.versus_outcomes, gate.test, gate.alpha, gate.consecutive)
+
+
+def judge_within_rows(gate: Any, inputs: GateInputs) -> dict:
+    return within_rows(inputs.arm_outcomes, inputs.versus_outcomes, gate.rows)

@@ -115,6 +115,13 @@ def at_equal_flops(claim: EqualFlopsClaim, evidence: EvidenceSource) -> ClaimRes
         result = _loss_result(claim, ends[first], ends[second], "less", claim.margin, extra)
         result.alpha = claim.alpha
         return result
+    gap = (flops - low) / flops if flops else 0.0  # how far below F the other arm's checkpoint sits
+    if claim.flops_tolerance is not None and gap > claim.flops_tolerance:
+        raise Unverifiable(
+            f"{other}'s last checkpoint at or below F = {flops:.4g} FLOPs is at {low:.4g} ({1 - gap:.0%} of F), "
+            f"more than the tolerance {claim.flops_tolerance:.0%} below it: not a comparison at equal FLOPs "
+            f"(checkpoint {other} more densely: checkpoint_every)"
+        )
     ends = {
         stopped: evidence.outcomes_at(stopped, claim.manifest, loops[stopped], curves[stopped][-1][0]) or {},
         other: evidence.outcomes_at(other, claim.manifest, loops[other], low_sha) or {},  # never more compute than F
@@ -146,7 +153,7 @@ def at_equal_flops(claim: EqualFlopsClaim, evidence: EvidenceSource) -> ClaimRes
     }
     holds = test.p_value < claim.alpha and counts.net > 0
     reason = (
-        f"at {flops:.4g} FLOPs ({stopped}'s end; {other} at its checkpoint of {low:.4g}): {first} "
+        f"at {flops:.4g} FLOPs ({stopped}'s end; {other} at its checkpoint of {low:.4g}, {1 - gap:.0%} of F): {first} "
         f"{sum(a)}/{len(a)} vs {second} {sum(b)}/{len(b)}, helped {counts.helped} / hurt {counts.hurt}, "
         f"exact p = {test.p_value:.3g}"
     )

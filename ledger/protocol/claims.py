@@ -177,6 +177,15 @@ class EqualFlopsClaim(_TwoArmsAtLoops):
     statistic: Literal["at_equal_flops"]
     metric: Literal["loss", "accuracy"]
     margin: float = Field(default=0.0, ge=0, description="Nats per token (loss); unused for accuracy.")
+    flops_tolerance: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="Accuracy: the other arm's checkpoint read at F may sit at most this fraction of F below it "
+        "(e.g. 0.1); further, the comparison is not at equal FLOPs and the claim is unverifiable (checkpoint more "
+        "densely: checkpoint_every). Loss is interpolated between checkpoints and needs none.",
+    )
+    ADDED_LATER: ClassVar[dict[str, Any]] = {**ClaimSpec.ADDED_LATER, "flops_tolerance": None}
 
 
 class TrainingStableClaim(ClaimSpec):

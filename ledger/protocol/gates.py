@@ -45,16 +45,24 @@ class GateSpec(StrictModel):
     description: str = ""
 
 
-class InstallationGate(GateSpec):
-    """Active-label accuracy on shallow depths after installing the transition."""
+class InstallationGate(GateSpec, LateOptions):
+    """Active-label accuracy on shallow depths after installing the transition: pooled over the depths, and per
+    depth (the paper counts each depth: 64, 63, 63, 59 of 64), each recorded; ``per_depth_threshold`` also holds
+    every depth to a floor."""
 
     kind: Literal["installation"]
     manifest: str
     depths: DepthRange
     threshold: float = Field(ge=0, le=1, description="0 records the measurement without ever failing.")
+    per_depth_threshold: float | None = Field(
+        default=None, ge=0, le=1, description="Every depth's active-label accuracy at least this, beside the pooled."
+    )
+
+    _late_options = ("per_depth_threshold",)
 
     def rule(self) -> str:
-        return f"active-label acc depth {self.depths[0]}-{self.depths[1]} >= {self.threshold}"
+        every = f", each depth >= {self.per_depth_threshold}" if self.per_depth_threshold is not None else ""
+        return f"active-label acc depth {self.depths[0]}-{self.depths[1]} >= {self.threshold}{every}"
 
 
 class GuardrailGate(GateSpec):
@@ -103,6 +111,20 @@ class DepthGate(GateSpec):
         return f"{self.arm} > {self.versus} ({self.test}, alpha {self.alpha}, {self.consecutive} consecutive depths)"
 
 
+class WithinRowsGate(GateSpec):
+    """The paper's adapter gate: ``arm`` within ``rows`` correct rows of ``versus`` at every depth of the manifest
+    (``versus``'s count minus ``arm``'s at most ``rows``; ``arm`` may lead by any number)."""
+
+    kind: Literal["within_rows"]
+    manifest: str
+    arm: str
+    versus: str
+    rows: int = Field(default=8, ge=0, description="Correct rows ``arm`` may trail ``versus`` by at any depth.")
+
+    def rule(self) -> str:
+        return f"{self.arm} within {self.rows} rows of {self.versus} at every depth"
+
+
 GATE_KINDS.add(
     GateKind(
         "installation",
@@ -137,6 +159,16 @@ GATE_KINDS.add(
         DepthGate,
         "ledger.judge.gates:judge_depth_gate",
         "per-depth A > B on k consecutive depths",
+        after="arms",
+        generators=("rule_chasing",),
+    )
+)
+GATE_KINDS.add(
+    GateKind(
+        "within_rows",
+        WithinRowsGate,
+        "ledger.judge.gates:judge_within_rows",
+        "per depth, an arm's correct rows within k of another arm's",
         after="arms",
         generators=("rule_chasing",),
     )

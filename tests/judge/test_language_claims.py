@@ -63,9 +63,9 @@ def test_paired_loss_supported_refuted_and_unverifiable():
     assert evaluate_claim(loss_claim(), missing).outcome == "unverifiable"
 
 
-def flops_claim(metric, arms=("A", "B"), loops=(4, 4)):
+def flops_claim(metric, arms=("A", "B"), loops=(4, 4), **fields):
     return EqualFlopsClaim(
-        id="f", statement="s", statistic="at_equal_flops", manifest="m", metric=metric, arms=arms, loops=loops
+        id="f", statement="s", statistic="at_equal_flops", manifest="m", metric=metric, arms=arms, loops=loops, **fields
     )
 
 
@@ -97,6 +97,24 @@ def test_accuracy_at_equal_flops_never_gives_the_other_arm_more_compute():
     assert result.outcome == "supported"
     assert (result.figures["helped"], result.figures["hurt"]) == (25, 0)
     assert result.figures["accuracy_B_interpolated"] == pytest.approx(5 / 30 + 0.5 * (1 - 5 / 30))
+
+
+def test_accuracy_at_equal_flops_refuses_a_checkpoint_further_below_f_than_its_tolerance():
+    """B's checkpoint at or below F = 100 sits at 60 (60% of F): a 10% tolerance refuses the comparison, a 50% one
+    reads it; without a tolerance the reason still says how far below F it was read."""
+    curves = {"A": [("a1", 100.0)], "B": [("b1", 60.0), ("b2", 140.0)]}
+    rows = [f"r{i}" for i in range(30)]
+    outcomes = {
+        ("A", "a1", 4): dict.fromkeys(rows, (1, True)),
+        ("B", "b1", 1): {r: (1, i < 5) for i, r in enumerate(rows)},
+        ("B", "b2", 1): dict.fromkeys(rows, (1, True)),
+    }
+    evidence = Evidence({}, outcomes, curves)
+    refused = evaluate_claim(flops_claim("accuracy", loops=(4, 1), flops_tolerance=0.1), evidence)
+    assert refused.outcome == "unverifiable"
+    assert "at 60 (60% of F), more than the tolerance 10% below it" in refused.reason
+    assert evaluate_claim(flops_claim("accuracy", loops=(4, 1), flops_tolerance=0.5), evidence).outcome == "supported"
+    assert "60% of F" in evaluate_claim(flops_claim("accuracy", loops=(4, 1)), evidence).reason
 
 
 def test_equal_flops_is_unverifiable_without_a_bracketing_checkpoint():

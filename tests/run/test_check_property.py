@@ -43,6 +43,15 @@ GATES = {
         "test": "paired_exact",
         "action": "flag",
     },
+    "within_rows": {
+        "id": "within",
+        "kind": "within_rows",
+        "manifest": "eval",
+        "arm": "X0",
+        "versus": "X1",
+        "rows": 8,
+        "action": "flag",
+    },
 }
 GATES_BY_ID = {gate["id"]: gate for gate in GATES.values()}
 GROUP_NAMES = sorted({g for kind in (*BRIDGES, *BUDGETS, *ARM_KINDS) for g in kind.groups} | {"nonexistent"})
@@ -175,7 +184,7 @@ def protocol_documents(draw: Any) -> dict:
     gates = [GATES[kind] for kind in gate_kinds]
     stage_gates = [g["id"] for g in gates if GATE_KINDS[g["kind"]].after == "stage" or not sensible(draw)]
     arm_list = [draw(arms(i, stage_gates, layers)) for i in range(draw(st.integers(1, 2)))]
-    if any(g["kind"] == "depth_gate" for g in gates) and len(arm_list) < 2:
+    if any(GATE_KINDS[g["kind"]].after == "arms" for g in gates) and len(arm_list) < 2:
         arm_list.append(draw(arms(1, stage_gates, layers)))
     if sensible(draw):  # a careful author attaches every stage gate somewhere and drops those for other arms
         used = {gate_id for arm in arm_list for stage in arm["stages"] for gate_id in stage["gates"]}
