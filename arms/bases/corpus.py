@@ -12,9 +12,10 @@ from pydantic import BaseModel, ConfigDict
 from arms.bases.recipe import (
     ANSWER_SUFFIX,
     KINDS,
+    SKILLS,
     PretrainRecipe,
 )
-from ledger.rows.tasks.alphabets import N24
+from ledger.rows.tasks.alphabets import N16, N24, NAMES
 from ledger.rows.tasks.arithmetic import INSTRUCTION, LABELS, OPERATIONS, _distractors, generate_arithmetic
 from ledger.rows.tasks.rule_chasing import make_table
 from ledger.rows.tasks.surfaces import render_symbolic
@@ -32,7 +33,7 @@ class Example(BaseModel):
 
     def segments(self) -> list[tuple[str, str]]:
         """(context, supervised answer) pieces whose concatenation is :attr:`text`."""
-        if self.kind == "repeat":  # plain text (no "Answer:"), the whole second showing supervised
+        if self.kind in ("repeat", "text"):  # plain text (no "Answer:"): supervised after its first words
             return [(self.prompt, self.answer)]
         pieces = [(self.prompt + ANSWER_SUFFIX, self.answer)]
         for question, answer in self.followups:
@@ -179,7 +180,47 @@ def _choice(rng: random.Random, excluded: frozenset[str]) -> Example:
     return Example(kind="choice", prompt=prompt, answer=" " + label)
 
 
+# a single-hop row of another surface or operation: (generator keyword arguments, alphabet)
+_ONE_HOP: dict[str, dict] = {
+    "relay": {"surface": "relay", "symbols": NAMES, "distractors": False},
+    "pointer": {"surface": "pointer", "symbols": NAMES, "distractors": False},
+    "reverse_inverse": {"surface": "symbolic", "symbols": N16, "operation": "reverse_inverse_table"},
+    "reverse_forward": {"surface": "symbolic", "symbols": N16, "operation": "reverse_forward_table"},
+}
+
+
+def _one_hop(kind: str, seed: int, split: str) -> tuple[Example, list[str]]:
+    """One single-hop row of ``kind`` as the protocols render it (relay and pointer sentences over names with no
+    distractor rules; the reverse operation with or without its inverse table), with its answer symbols."""
+    from ledger.rows.tasks.rule_chasing import generate_rule_chasing
+
+    (row,) = generate_rule_chasing(depth_range=(1, 1), rows_per_depth=1, seed=seed, split=split, **_ONE_HOP[kind])
+    return Example(kind=kind, prompt=row.prompt, answer=" " + row.answer, depth=1), sorted(row.symbols)
+
+
+def _text(rng: random.Random, words: int = 48) -> Example:
+    """General text: the generated source of design M's text manifests (sentences about names, points and
+    tables), supervised after its first word."""
+    from ledger.rows.tasks.text import _sentence
+
+    sentences: list[str] = []
+    while sum(len(sentence.split()) for sentence in sentences) < words:
+        sentences.append(_sentence(rng))
+    first, rest = " ".join(sentences).split(" ", 1)
+    return Example(kind="text", prompt=first, answer=" " + rest)
+
+
+def tier1_rows(recipe: PretrainRecipe) -> list:
+    """The Tier-1 rows the recipe teaches verbatim (``tier1_pool``), in a fixed order."""
+    return [
+        row
+        for spec in recipe.tier1_pool
+        for row in generate_arithmetic(seed=spec.seed, split=spec.split, per_op=spec.per_op)
+    ]
+
+
 _EXCLUDED_CACHE: dict[tuple, frozenset[str]] = {}
+_POOL_CACHE: dict[tuple, list] = {}
 
 
 def synthetic_corpus(recipe: PretrainRecipe, step: int, batch_size: int | None = None) -> list[Example]:
@@ -209,8 +250,18 @@ def synthetic_corpus(recipe: PretrainRecipe, step: int, batch_size: int | None =
             batch.append(_copy(rng, recipe))
         elif kind == "arithmetic":
             batch.append(_arithmetic(rng, recipe))
-        else:
+        elif kind == "choice":
             batch.append(_choice(rng, excluded))
+        elif kind in _ONE_HOP:
+            batch.append(_one_hop(kind, rng.randrange(2**31), "pretrain")[0])
+        elif kind == "text":
+            batch.append(_text(rng))
+        else:  # tier1: one row of the pool, verbatim
+            pool_key = tuple((spec.seed, spec.split, spec.per_op) for spec in recipe.tier1_pool)
+            if pool_key not in _POOL_CACHE:
+                _POOL_CACHE[pool_key] = tier1_rows(recipe)
+            row = rng.choice(_POOL_CACHE[pool_key])
+            batch.append(Example(kind="tier1", prompt=row.prompt, answer=" " + row.answer))
     return batch
 
 
@@ -228,6 +279,30 @@ def heldout_lookups(recipe: PretrainRecipe, size: int) -> list[tuple[Example, li
         example = Example(kind="lookup", prompt=render_symbolic(table, start, 1), answer=" " + path[1], depth=1)
         rows.append((example, sorted(symbols)))
     return rows
+
+
+def heldout_skills(recipe: PretrainRecipe) -> dict[str, list[tuple[Example, list[str]]]]:
+    """Held-out rows of every skill the recipe teaches (``SKILLS`` with a positive weight anywhere), each with
+    its answer symbols: single-hop rows from a stream the corpus never draws; tier1: the pool's own rows (taught
+    verbatim, so the figure is what the base knows of them, not arithmetic)."""
+    taught = {
+        kind
+        for mixture in [recipe.mixture] + [st.mixture or {} for st in recipe.curriculum]
+        for kind, w in mixture.items()
+        if w > 0
+    }
+    found: dict[str, list[tuple[Example, list[str]]]] = {}
+    for kind in SKILLS:
+        if kind not in taught:
+            continue
+        if kind == "tier1":
+            found[kind] = [
+                (Example(kind="tier1", prompt=row.prompt, answer=" " + row.answer), list(LABELS))
+                for row in tier1_rows(recipe)
+            ]
+        else:
+            found[kind] = [_one_hop(kind, recipe.seed + index, f"heldout{kind}") for index in range(recipe.eval_rows)]
+    return found
 
 
 # -- training -----------------------------------------------------------------------

@@ -44,6 +44,7 @@ from pathlib import Path
 from arms.bases.corpus import (
     Example,
     heldout_lookups,
+    heldout_skills,
     symbols_at,
     synthetic_corpus,
 )
@@ -275,6 +276,8 @@ def pretrain_base(
             betas=recipe.betas,
         )
         heldout = {size: heldout_lookups(recipe, size) for size in recipe.eval_sizes}
+        skills = heldout_skills(recipe)  # the other skills it teaches (none for the earlier recipes)
+        skill_accuracy: dict[str, float] = {}
         emit(
             {
                 "event": "start",
@@ -335,7 +338,9 @@ def pretrain_base(
                 running = {}
             if done % recipe.eval_every == 0 or done == steps:
                 accuracy = {str(size): lookup_accuracy(model, tokenizer, rows) for size, rows in heldout.items()}
-                emit({"event": "eval", "step": done, "lookup_accuracy": accuracy})
+                skill_accuracy = {kind: lookup_accuracy(model, tokenizer, rows) for kind, rows in skills.items()}
+                evaluated = {"event": "eval", "step": done, "lookup_accuracy": accuracy}
+                emit({**evaluated, "skill_accuracy": skill_accuracy} if skill_accuracy else evaluated)
 
         model.eval()
         model.save_pretrained(tmp, safe_serialization=True)
@@ -352,6 +357,7 @@ def pretrain_base(
             "final_loss": loss_value,
             "heldout_single_hop_accuracy": accuracy,
             "heldout_rows_per_size": recipe.eval_rows,
+            **({"heldout_skill_accuracy": skill_accuracy} if skill_accuracy else {}),
             "parameters": n_params,
             "model_sha256": digest,
             "wall_time_s": round(wall, 1),

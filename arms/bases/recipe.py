@@ -12,7 +12,23 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ledger.rows.tasks.alphabets import N24
 
 ANSWER_SUFFIX = "\nAnswer:"
-KINDS: tuple[Kind, ...] = ("lookup", "start", "repeat", "copy", "arithmetic", "choice")
+KINDS: tuple[Kind, ...] = (
+    "lookup",
+    "start",
+    "repeat",
+    "copy",
+    "arithmetic",
+    "choice",
+    "relay",
+    "pointer",
+    "reverse_inverse",
+    "reverse_forward",
+    "text",
+    "tier1",
+)
+# the skills a base may be taught beyond the symbolic lookup, each measured on held-out single-hop rows (tier1: on
+# the pool's own rows): what a protocol built on the base extends or guards
+SKILLS: tuple[Kind, ...] = ("relay", "pointer", "reverse_inverse", "reverse_forward", "tier1")
 
 
 # -- the recipe ---------------------------------------------------------------------
@@ -38,7 +54,20 @@ class ModelShape(_Strict):
         return self
 
 
-Kind = Literal["lookup", "start", "repeat", "copy", "arithmetic", "choice"]
+Kind = Literal[
+    "lookup",
+    "start",
+    "repeat",
+    "copy",
+    "arithmetic",
+    "choice",
+    "relay",
+    "pointer",
+    "reverse_inverse",
+    "reverse_forward",
+    "text",
+    "tier1",
+]
 
 
 class CurriculumStage(_Strict):
@@ -106,6 +135,9 @@ class PretrainRecipe(_Strict):
     vocab_numerals: int = Field(default=1000, ge=100)
     arithmetic_max: int = Field(default=99, ge=1)
     exclude_tier1: list[Tier1Exclusion] = []
+    # tier1: Tier-1 rows taught verbatim, as a base knows facts (their questions must not be excluded above): the
+    # guardrail built on the same rows then measures whether a retrofit keeps what its base knew
+    tier1_pool: list[Tier1Exclusion] = []
     eval_every: int = Field(default=250, gt=0)
     eval_rows: int = Field(default=64, gt=0)
     eval_sizes: list[int] = [4, 8, 16, 24]
@@ -128,6 +160,9 @@ class PretrainRecipe(_Strict):
             raise ValueError("lookup_questions must be (min, max) with 1 <= min <= max")
         if not 0 <= self.lookup_recalls[0] <= self.lookup_recalls[1]:
             raise ValueError("lookup_recalls must be (min, max) with 0 <= min <= max")
+        uses = {kind for mixture in [self.mixture] + [st.mixture or {} for st in self.curriculum] for kind in mixture}
+        if "tier1" in uses and not self.tier1_pool:
+            raise ValueError("the tier1 kind teaches the rows of tier1_pool: name them")
         if not 1 <= self.copy_length[0] <= self.copy_length[1]:
             raise ValueError("copy_length must be (min, max) with 1 <= min <= max")
         if self.init_from is not None and self.init_from.layers is not None:

@@ -321,3 +321,59 @@ def test_the_continued_recipes_start_from_the_shipped_base():
         recipe = load_recipe(ROOT / "bases" / f"{name}.recipe.yaml")
         assert recipe.init_from.sha256 == digest
         assert (ROOT / "bases" / recipe.init_from.path / "model.safetensors").is_file()
+
+
+SKILLS_RECIPE = ROOT / "bases" / "tiny-base-skills.recipe.yaml"
+
+
+def test_the_skilled_recipe_teaches_each_skill_as_the_protocols_render_it():
+    """Relay and pointer sentences, the reverse operation with and without its inverse table: one hop each, as the
+    rule-chasing generator renders them; Tier-1 rows verbatim from the pool; general text with no answer line."""
+    from arms.bases.corpus import heldout_skills, tier1_rows
+
+    recipe = load_recipe(SKILLS_RECIPE)
+    examples = [e for step in range(30) for e in synthetic_corpus(recipe, step)]
+    assert {e.kind for e in examples} == {kind for kind, weight in recipe.mixture.items() if weight > 0}
+    pool = {(row.prompt, " " + row.answer) for row in tier1_rows(recipe)}
+    assert len(pool) == sum(4 * spec.per_op for spec in recipe.tier1_pool)
+    for example in examples:
+        if example.kind in ("relay", "pointer", "reverse_inverse", "reverse_forward"):
+            assert example.depth == 1
+            stated = re.findall(r"exactly (\d+) times?|After (\d+) days?", example.prompt)
+            assert {n for pair in stated for n in pair if n} == {"1"}, example.prompt
+        if example.kind == "reverse_inverse":
+            assert "Inverse table:" in example.prompt
+        if example.kind == "reverse_forward":
+            assert "Inverse table:" not in example.prompt and "Find the value that f maps to" in example.prompt
+        if example.kind == "tier1":
+            assert (example.prompt, example.answer) in pool
+        if example.kind == "text":
+            assert "Answer:" not in example.text
+    skills = heldout_skills(recipe)
+    assert set(skills) == {"relay", "pointer", "reverse_inverse", "reverse_forward", "tier1"}
+    trained = {e.prompt for e in examples}
+    for kind in ("relay", "pointer", "reverse_inverse", "reverse_forward"):
+        assert len(skills[kind]) == recipe.eval_rows
+        # a one-hop sentence table holds two rules over 24 names (a small space the corpus may repeat); the
+        # reverse tables permute 16 symbols: drawn from another stream, none is a trained one
+        if kind.startswith("reverse"):
+            assert not trained & {e.prompt for e, _ in skills[kind]}
+        assert all(" " + e.answer.strip() in {" " + s for s in symbols} for e, symbols in skills[kind])
+    # the one skill measured on the rows it was taught: what the base knows of its guardrail's rows
+    assert {(e.prompt, e.answer) for e, _ in skills["tier1"]} == pool
+
+
+def test_the_tier1_kind_needs_its_pool_and_the_skilled_base_continues_the_8_layer_one():
+    import yaml
+
+    from ledger.protocol.loader import ProtocolError
+
+    data = yaml.safe_load(SKILLS_RECIPE.read_text())
+    data["tier1_pool"] = []
+    with pytest.raises((ProtocolError, ValueError), match="tier1_pool"):
+        from arms.bases.recipe import PretrainRecipe
+
+        PretrainRecipe.model_validate(data)
+    recipe = load_recipe(SKILLS_RECIPE)
+    source = (ROOT / "bases" / "tiny-base-large-v2" / "SHA256").read_text().split()[0]
+    assert recipe.init_from.sha256 == source and recipe.init_from.path == "tiny-base-large-v2"
