@@ -20,6 +20,7 @@ from ledger.protocol.loader import load_protocol
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "protocols" / "phaseA-tiny.yaml"
 TINY_V2 = ROOT / "tests" / "pins" / "versions" / "phaseA-tiny.v2.yaml"  # version 2's registered text
+TINY_V3 = ROOT / "tests" / "pins" / "versions" / "phaseA-tiny.v3.yaml"  # version 3's
 TUNING = ROOT / "protocols" / "phaseA-tiny-tuning.yaml"  # version 2's exploratory twin
 BUDGET_TUNING = ROOT / "protocols" / "phaseA-tiny-budget-tuning.yaml"  # version 3's
 LONG = ROOT / "protocols" / "phaseA-tiny-long.yaml"
@@ -31,7 +32,11 @@ def ledger_cli(*args: str, timeout: int = 1800) -> subprocess.CompletedProcess:
     return run_ledger(*args, timeout=timeout)
 
 
-SHIPPED = [(protocol, name) for protocol in (TINY, LONG, LONG_TUNING) for name in load_protocol(protocol).bases]
+SHIPPED = [
+    (protocol, name)
+    for protocol in (TINY, LONG, LONG_TUNING, ROOT / "protocols" / "surfaces-tiny.yaml")
+    for name in load_protocol(protocol).bases
+]
 
 
 @pytest.mark.parametrize("protocol,name", SHIPPED, ids=[f"{p.stem}-{n}" for p, n in SHIPPED])
@@ -188,7 +193,7 @@ def test_version_3_froze_what_its_budget_twin_tuned_and_reads_fresh_rows():
     earlier protocol of this default, its twins or the longer protocol built."""
     from ledger.rows.builder import build_manifest, build_manifests
 
-    tuning, tiny = load_protocol(BUDGET_TUNING), load_protocol(TINY)
+    tuning, tiny = load_protocol(BUDGET_TUNING), load_protocol(TINY_V3)
     assert tuning.purpose == "exploratory" and tuning.claims == [] and tiny.version == 3
     assert not [m for m in tuning.manifests if m.role == "eval"]
     assert tuning.bases == tiny.bases
@@ -216,6 +221,36 @@ def test_version_3_froze_what_its_budget_twin_tuned_and_reads_fresh_rows():
     assert not fresh & seen
     frozen_splits = {m.split for m in tiny.manifests if m.id in ("phaseA_eval", "tier1")}
     assert not frozen_splits & {m.split for protocol in earlier for m in protocol.manifests}
+
+
+def test_version_4_moves_the_base_and_c_alone_and_reads_fresh_rows():
+    """Version 4 keeps version 3's arms but for C's budget (400 steps for 200) on the skilled base (D keeps its own),
+    guards on the 256 Tier-1 rows that base was taught, and reads frozen rows no earlier version or twin built."""
+    from arms.bases.corpus import tier1_rows
+    from arms.bases.recipe import load_recipe
+    from ledger.rows.builder import build_manifest, build_manifests
+
+    v3, v4 = load_protocol(TINY_V3), load_protocol(TINY)
+    assert v4.version == 4 and v4.bases["tiny_large"] == v3.bases["tiny_large"]
+    assert v4.bases["tiny"].source == "../bases/tiny-base-skills"
+    before = {arm.id: arm for arm in v3.arms}
+    for arm in v4.arms:
+        if arm.id == "C":
+            (stage,) = arm.stages
+            assert stage.steps == 400 and before["C"].stages[0].steps == 200
+            arm = arm.model_copy(update={"stages": [stage.model_copy(update={"steps": 200})]})
+        assert arm == before[arm.id], arm.id
+    built = build_manifests(v4)
+    assert len(built["tier1"].rows) == 256 and len(built["phaseA_eval"].rows) == 14 * 64
+    recipe = load_recipe(ROOT / "bases" / "tiny-base-skills.recipe.yaml")
+    taught = {(row.prompt, row.answer) for row in tier1_rows(recipe)}
+    assert {(row.prompt, row.answer) for row in built["tier1"].rows} <= taught
+    fresh = {row.sha256 for name in ("phaseA_eval", "tier1") for row in built[name].rows}
+    earlier = [load_protocol(path) for path in (TINY_V3, BUDGET_TUNING, TINY_V2, TUNING, LONG, LONG_TUNING)]
+    seen = {row.sha256 for p in earlier for m in p.manifests if m.role != "train" for row in build_manifest(m).rows}
+    assert not fresh & seen
+    gate = next(g for g in v4.gates if g.id == "E_within_rows_of_A")
+    assert (gate.arm, gate.versus, gate.rows) == ("E", "A", 4)  # the paper's 8 of 128 rows per depth, as a share
 
 
 def test_version_3_can_support_its_noninferiority_claim_at_all():
