@@ -5,30 +5,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ledger.rows.tasks.alphabets import N24
 
 ANSWER_SUFFIX = "\nAnswer:"
-KINDS: tuple[Kind, ...] = (
-    "lookup",
-    "start",
-    "repeat",
-    "copy",
-    "arithmetic",
-    "choice",
-    "relay",
-    "pointer",
-    "reverse_inverse",
-    "reverse_forward",
-    "text",
-    "tier1",
-)
-# the skills a base may be taught beyond the symbolic lookup, each measured on held-out single-hop rows (tier1: on
-# the pool's own rows): what a protocol built on the base extends or guards
-SKILLS: tuple[Kind, ...] = ("relay", "pointer", "reverse_inverse", "reverse_forward", "tier1")
 
 
 # -- the recipe ---------------------------------------------------------------------
@@ -68,6 +51,10 @@ Kind = Literal[
     "text",
     "tier1",
 ]
+KINDS: tuple[Kind, ...] = get_args(Kind)  # the corpus kinds, in the Literal's order
+# the skills a base may be taught beyond the symbolic lookup, each measured on held-out single-hop rows (tier1: on
+# the pool's own rows): what a protocol built on the base extends or guards
+SKILLS: tuple[Kind, ...] = ("relay", "pointer", "reverse_inverse", "reverse_forward", "tier1")
 
 
 class CurriculumStage(_Strict):
