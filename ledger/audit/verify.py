@@ -349,13 +349,10 @@ def _verdict(
     first = store.first_outcome(key) if registered is not None else None
     verdict.first_outcome = first["outcome"] if first else None
     # An outcome is a result only once the claim's evidence is all there: a partial run (`ledger run --arms A`
-    # before B has run) must not fix "unverifiable" as the first outcome that every later verify is held to.
-    if (
-        (registered is not None or scope.external)
-        and first is None
-        and verdict.integrity == "verified"
-        and result.outcome != "unverifiable"
-    ):
+    # before B has run) must not fix "unverifiable" as the first outcome that every later verify is held to. A
+    # precondition judged and not met is such a result (its own evidence and the precondition's are there).
+    settled = result.outcome != "unverifiable" or result.figures.get("preconditions_met") is False
+    if (registered is not None or scope.external) and first is None and verdict.integrity == "verified" and settled:
         inputs = tuple(
             {
                 "role": f"arm{index}:{sha[:12]}",

@@ -29,29 +29,36 @@ def apply_preconditions(
     by_id = {result.claim_id: result for result in results}
     claims = {claim.id: claim for claim in claim_file.claims}
     settled: set[str] = set()
+    final: set[str] = set()  # unverifiable for good: judged, and a precondition judged and not met
 
     def settle(claim_id: str) -> None:
         if claim_id in settled:
             return
         claim = claims[claim_id]
-        unmet = []
+        unmet, pending = [], False
         for required in claim.claim_preconditions():
             settle(required)
             outcome = by_id[required].outcome
             if outcome != "supported":
                 unmet.append(f"claim {required} is {outcome}")
+                pending = pending or (outcome == "unverifiable" and required not in final)
         for gate in claim.gate_preconditions():
             passed = evidence.gate_passed(gate.gate, gate.arm)
             if not passed:
                 unmet.append(f"{gate.describe()} {'never recorded' if passed is None else 'failed'}")
+                pending = pending or passed is None
         result = by_id[claim_id]
         settled.add(claim_id)
-        if claim.requires:
-            result.figures["preconditions_met"] = not unmet
-        if unmet:
-            would_be = result.outcome
-            result.outcome = "unverifiable"
-            result.reason = f"precondition not met: {'; '.join(unmet)} (its own statistic: {would_be}; {result.reason})"
+        if not unmet:
+            if claim.requires:
+                result.figures["preconditions_met"] = True
+            return
+        would_be = result.outcome
+        if would_be != "unverifiable" and not pending:  # a result, not evidence still missing
+            result.figures["preconditions_met"] = False
+            final.add(claim_id)
+        result.outcome = "unverifiable"
+        result.reason = f"precondition not met: {'; '.join(unmet)} (its own statistic: {would_be}; {result.reason})"
 
     for claim in claim_file.claims:
         settle(claim.id)

@@ -206,3 +206,13 @@ def test_every_committed_claim_file_meets_the_acquisition_rule_but_the_three_nam
         "phaseA.yaml": ["A_tier1_noninferior_v2", "C_beyond_support", "E_within_3_of_A"],
         "smoke.yaml": ["C_accuracy_defined"],
     }
+
+
+def test_a_precondition_still_waiting_for_its_evidence_leaves_the_claim_open():
+    """C not run yet: both claims are unverifiable, and the dependent one is not settled (verify records no first
+    outcome for it); once C_inside is refuted, the dependent claim's unverifiable outcome is a result."""
+    guarded = _file(INSIDE, {**BEYOND, "requires": ["C_inside"]})
+    (_, beyond) = evaluate_claims(guarded, MemoryEvidence())
+    assert beyond.outcome == "unverifiable" and "preconditions_met" not in beyond.figures
+    (_, beyond) = evaluate_claims(guarded, _c(inside_correct=False, beyond_correct=False))
+    assert beyond.outcome == "unverifiable" and beyond.figures["preconditions_met"] is False
