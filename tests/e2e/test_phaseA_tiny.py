@@ -82,7 +82,10 @@ def test_phaseA_tiny_reproduces_the_committed_record_bit_for_bit(tiny_run):
     folder, _, _ = tiny_run
     here = torch.backends.cpu.get_cpu_capability()
     records = {}
-    for record in (ROOT / "docs" / "results" / "phaseA-tiny", ROOT / "docs" / "results" / "phaseA-tiny" / "avx2"):
+    kept = ROOT / "docs" / "results" / "phaseA-tiny"
+    for record in (kept, kept / "avx2"):
+        if not (record / "fingerprint.json").is_file():  # a record of another kernel set, where one was made
+            continue
         recorded = json.loads((record / "fingerprint.json").read_text(encoding="utf-8"))
         environment = recorded["protocols"]["phaseA-tiny"]["environments"][0]["environment"]
         records[environment["torch_build"]["cpu_capability"]] = record
