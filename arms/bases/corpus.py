@@ -201,12 +201,9 @@ def _one_hop(kind: str, seed: int, split: str) -> tuple[Example, list[str]]:
 def _text(rng: random.Random, words: int = 48) -> Example:
     """General text: the generated source of design M's text manifests (sentences about names, points and
     tables), supervised after its first word."""
-    from ledger.rows.tasks.text import _sentence
+    from ledger.rows.tasks.text import generated_document
 
-    sentences: list[str] = []
-    while sum(len(sentence.split()) for sentence in sentences) < words:
-        sentences.append(_sentence(rng))
-    first, rest = " ".join(sentences).split(" ", 1)
+    first, rest = generated_document(rng, words).split(" ", 1)
     return Example(kind="text", prompt=first, answer=" " + rest)
 
 
@@ -285,12 +282,7 @@ def heldout_skills(recipe: PretrainRecipe) -> dict[str, list[tuple[Example, list
     """Held-out rows of every skill the recipe teaches (``SKILLS`` with a positive weight anywhere), each with
     its answer symbols: single-hop rows from a stream the corpus never draws; tier1: the pool's own rows (taught
     verbatim, so the figure is what the base knows of them, not arithmetic)."""
-    taught = {
-        kind
-        for mixture in [recipe.mixture] + [st.mixture or {} for st in recipe.curriculum]
-        for kind, w in mixture.items()
-        if w > 0
-    }
+    taught = recipe.taught_kinds()
     found: dict[str, list[tuple[Example, list[str]]]] = {}
     for kind in SKILLS:
         if kind not in taught:

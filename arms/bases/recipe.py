@@ -131,6 +131,11 @@ class PretrainRecipe(_Strict):
     log_every: int = Field(default=25, gt=0)
     threads: int = Field(default=1, gt=0)
 
+    def taught_kinds(self) -> set[str]:
+        """The corpus kinds with a positive weight in the mixture or in any curriculum stage's."""
+        mixtures = [self.mixture] + [stage.mixture or {} for stage in self.curriculum]
+        return {kind for mixture in mixtures for kind, weight in mixture.items() if weight > 0}
+
     @model_validator(mode="after")
     def _check(self):
         for mixture in [self.mixture] + [stage.mixture for stage in self.curriculum if stage.mixture is not None]:
@@ -147,8 +152,7 @@ class PretrainRecipe(_Strict):
             raise ValueError("lookup_questions must be (min, max) with 1 <= min <= max")
         if not 0 <= self.lookup_recalls[0] <= self.lookup_recalls[1]:
             raise ValueError("lookup_recalls must be (min, max) with 0 <= min <= max")
-        uses = {kind for mixture in [self.mixture] + [st.mixture or {} for st in self.curriculum] for kind in mixture}
-        if "tier1" in uses and not self.tier1_pool:
+        if "tier1" in self.taught_kinds() and not self.tier1_pool:
             raise ValueError("the tier1 kind teaches the rows of tier1_pool: name them")
         if not 1 <= self.copy_length[0] <= self.copy_length[1]:
             raise ValueError("copy_length must be (min, max) with 1 <= min <= max")

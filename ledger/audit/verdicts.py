@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,13 +92,28 @@ class Tally:
 
     @classmethod
     def of(cls, verdicts: list[ClaimVerdict]) -> Tally:
+        return cls.of_outcomes(
+            [(v.claim_id, v.outcome, v.paper) for v in verdicts],
+            vacuous_risk=[v.claim_id for v in verdicts if v.vacuous_risk and v.outcome == "supported"],
+        )
+
+    @classmethod
+    def of_outcomes(
+        cls, claims: list[tuple[str, str | None, dict[str, Any] | None]], vacuous_risk: Sequence[str] = ()
+    ) -> Tally:
+        """(claim id, outcome or None if never judged, the paper's finding or None) per claim."""
+        judged = [
+            (claim_id, outcome == paper["outcome"])
+            for claim_id, outcome, paper in claims
+            if paper is not None and outcome in ("supported", "refuted")
+        ]
         return cls(
-            claims=len(verdicts),
-            supported=sum(v.outcome == "supported" for v in verdicts),
-            with_paper=sum(v.paper is not None for v in verdicts),
-            replicates=sum(v.replicates is True for v in verdicts),
-            departs=tuple(v.claim_id for v in verdicts if v.replicates is False),
-            vacuous_risk=tuple(v.claim_id for v in verdicts if v.vacuous_risk and v.outcome == "supported"),
+            claims=len(claims),
+            supported=sum(outcome == "supported" for _, outcome, _ in claims),
+            with_paper=sum(paper is not None for _, _, paper in claims),
+            replicates=sum(same for _, same in judged),
+            departs=tuple(claim_id for claim_id, same in judged if not same),
+            vacuous_risk=tuple(vacuous_risk),
         )
 
     def line(self) -> str:

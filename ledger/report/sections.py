@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from ledger.audit.history import ProtocolHistory
+from ledger.audit.verdicts import Tally
 from ledger.environment import environment_differences
 from ledger.report.data import ArmSeries, ClaimRow, HeatmapGrid, LineageNode
 
@@ -207,15 +208,12 @@ def lineage_html(nodes: list[LineageNode]) -> str:
 def claims_html(rows: list[ClaimRow]) -> str:
     if not rows:
         return '<p class="note">No claims are registered for these protocols.</p>'
-    first = {row.claim_id: row.outcome.outcome for row in rows if row.outcome is not None}
-    with_paper = [row for row in rows if row.spec.get("paper")]
-    judged = [row for row in with_paper if first.get(row.claim_id) in ("supported", "refuted")]
-    replicating = [row for row in judged if first[row.claim_id] == row.spec["paper"]["outcome"]]
-    departing = [row.claim_id.split("/")[-1] for row in judged if row not in replicating]
-    tally = f"supported: {sum(outcome == 'supported' for outcome in first.values())} of {len(rows)}"
-    if with_paper:
-        tally += f"; replicates the paper: {len(replicating)} of {len(with_paper)}"
-        tally += f" (departs: {', '.join(departing)})" if departing else ""
+    tally = Tally.of_outcomes(
+        [
+            (row.claim_id.split("/")[-1], row.outcome.outcome if row.outcome else None, row.spec.get("paper") or None)
+            for row in rows
+        ]
+    ).line()
     lines = [
         f'<p class="tally">{esc(tally)}</p>'
         '<table class="claims"><tr><th>claim</th><th>statement</th><th>statistic</th><th>first outcome</th>'

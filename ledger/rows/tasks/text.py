@@ -58,15 +58,19 @@ def _sentence(rng: random.Random) -> str:
     return f"{a} + {b} is {a + b} and {name} keeps it ."
 
 
+def generated_document(rng: random.Random, words: int) -> str:
+    """One document of the generated source: sentences drawn from ``rng`` until it holds ``words`` words."""
+    sentences: list[str] = []
+    while sum(len(s.split()) for s in sentences) < words:
+        sentences.append(_sentence(rng))
+    return " ".join(sentences)
+
+
 def _generated_documents(seed: int, split: str, version: int, n: int, words: int) -> list[str]:
-    documents = []
-    for index in range(n):
-        rng = row_rng(f"{GENERATOR}/generated", version, seed, split, 0, index)
-        sentences: list[str] = []
-        while sum(len(s.split()) for s in sentences) < words:
-            sentences.append(_sentence(rng))
-        documents.append(" ".join(sentences))
-    return documents
+    return [
+        generated_document(row_rng(f"{GENERATOR}/generated", version, seed, split, 0, index), words)
+        for index in range(n)
+    ]
 
 
 def _problem_documents(seed: int, split: str, version: int, n: int, words: int, answer_format: str) -> list[str]:
