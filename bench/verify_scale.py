@@ -56,7 +56,7 @@ claims:
   - {id: A_beats_B, statement: A beats B., statistic: paired_exact, arms: [A, B], manifest: eval, direction: greater, alpha: 0.05, family: main}
   - {id: A_beats_B_deep, statement: A beats B at depths 6-10., statistic: paired_exact, arms: [A, B], manifest: eval, rows: {depths: [6, 10]}, direction: greater, alpha: 0.05, family: main}
   - {id: A_accurate, statement: A is accurate., statistic: accuracy, arm: A, manifest: eval, threshold: 0.5}
-  - {id: B_deep, statement: B fails at depth 10., statistic: accuracy, arm: B, manifest: eval, rows: {depths: [10, 10]}, threshold: 0.5, direction: at_most}
+  - {id: B_deep, statement: B fails at depth 10., statistic: accuracy, arm: B, manifest: eval, rows: {depths: [10, 10]}, threshold: 0.5, direction: at_most, requires: [A_beats_B_deep]}
 """
 
 LOOPS = 10

@@ -108,14 +108,39 @@ def refuse_unwinnable(claim_files: list[tuple[Path, ClaimFile]], manifests: dict
         raise ProtocolError(issues)
 
 
+def refuse_unacquired(claim_files: list[tuple[Path, ClaimFile]], manifests: dict) -> None:
+    """Acquisition at registration (``ledger.judge.acquisition``): a claim an arm that learnt nothing would
+    support, or a guardrail on rows its base answers near chance, must require that the skill was acquired;
+    bad input, located in its claim file, before anything is written."""
+    from ledger.judge.acquisition import chance_of, unacquired_claims
+
+    chances = {name: chance_of([len(row.symbols) for row in manifest.rows]) for name, manifest in manifests.items()}
+    issues = [
+        ProtocolIssue(str(claim_path), None, f"claims.{found.index}", f"claim {found.claim_id} {found.message}")
+        for claim_path, claim_file in claim_files
+        for found in unacquired_claims(claim_file, chances)
+    ]
+    if issues:
+        raise ProtocolError(issues)
+
+
 def _write(
-    store: Store, path: Path, protocol: Protocol, built: dict | None = None, *, power: bool = True
+    store: Store,
+    path: Path,
+    protocol: Protocol,
+    built: dict | None = None,
+    *,
+    power: bool = True,
+    acquisition: bool = True,
 ) -> Registration:
-    """``power`` False: write a version as code before the power rule did (tests replaying old registrations)."""
+    """``power`` or ``acquisition`` False: write a version as code before that rule did (tests replaying old
+    registrations)."""
     manifests = built if built is not None else build_manifests(protocol)
     claim_files = claim_files_of(path, protocol)
     if power:
         refuse_unwinnable(claim_files, manifests)
+    if acquisition:
+        refuse_unacquired(claim_files, manifests)
     sha = store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
     manifest_shas = {name: store.add_manifest(manifest, protocol_sha256=sha) for name, manifest in manifests.items()}
     from ledger.audit.as_registered import record_claim_file
@@ -205,19 +230,26 @@ def diff_items(planned: Any, actual: Any, prefix: str = "") -> list[tuple[str, A
 
 
 def deviate(
-    store: Store, path: str | Path, *, reason: str, timing: str, checked: CheckedProtocol | None = None
+    store: Store,
+    path: str | Path,
+    *,
+    reason: str,
+    timing: str,
+    checked: CheckedProtocol | None = None,
+    acquisition: bool = True,
 ) -> tuple[str, str, list[tuple[str, Any, Any]]]:
-    """Record every change of a registered protocol as a deviation, then register the new version."""
+    """Record every change of a registered protocol as a deviation, then register the new version.
+    ``acquisition`` False: replay a version registered before the acquisition rule (tests)."""
     if timing not in TIMINGS:
         raise ValueError(f"timing must be one of {', '.join(TIMINGS)}, got {timing!r}")
     path = Path(path)
     protocol = (checked or check_protocol_file(path)).protocol
     with store.exclusive("registration"):
-        return _deviate_once(store, path, protocol, reason=reason, timing=timing)
+        return _deviate_once(store, path, protocol, reason=reason, timing=timing, acquisition=acquisition)
 
 
 def _deviate_once(
-    store: Store, path: Path, protocol: Protocol, *, reason: str, timing: str
+    store: Store, path: Path, protocol: Protocol, *, reason: str, timing: str, acquisition: bool = True
 ) -> tuple[str, str, list[tuple[str, Any, Any]]]:
     versions = registered_versions(store, protocol.name)
     if not versions:
@@ -248,7 +280,7 @@ def _deviate_once(
             timing=timing,
             new_protocol_sha256=protocol.sha256,
         )
-    _write(store, path, protocol, manifests)
+    _write(store, path, protocol, manifests, acquisition=acquisition)
     return previous.sha256, protocol.sha256, changes
 
 

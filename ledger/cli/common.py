@@ -10,10 +10,10 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
 
-out = Console(highlight=False)
+out = Console(highlight=False, emoji=False)  # "file.yaml:100:" stays text
 if not out.is_terminal:  # piped or captured: no 80-column squeeze, hashes stay whole
-    out = Console(highlight=False, width=200)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+    out = Console(highlight=False, emoji=False, width=200)
+err = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
 
 
 class CommandError(Exception):

@@ -1,5 +1,6 @@
 """What `ledger register`, `deviate` and `run` check before anything is written, beyond the protocol's own
-check: power at registration (``ledger.judge.power``: no claim its rows could never support) and the
+check: power at registration (``ledger.judge.power``: no claim its rows could never support), acquisition
+(``ledger.judge.acquisition``: no claim an arm that learnt nothing would support) and the
 reader's calibration (``ledger.reader.calibration``: a simulated perfect executor scores 100% through the
 reader on every row the protocol's arms are read on; SPEC section 3). A failure is bad input, exit 2.
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ledger.audit.preregistration import refuse_unwinnable
+from ledger.audit.preregistration import refuse_unacquired, refuse_unwinnable
 from ledger.protocol.check import CheckedProtocol
 from ledger.protocol.manifests import GENERATORS
 from ledger.protocol.protocol import Protocol
@@ -49,8 +50,10 @@ def calibrate_reader(reader: Reader, protocol: Protocol, manifests: dict[str, An
 
 
 def preflight(checked: CheckedProtocol, manifests: dict[str, Any]) -> None:
-    """Power at registration, then the tokenizer-free calibration: before any database is opened."""
+    """Power and acquisition at registration, then the tokenizer-free calibration: before any database is
+    opened."""
     refuse_unwinnable(checked.claim_files, manifests)
+    refuse_unacquired(checked.claim_files, manifests)
     read = read_manifests(checked.protocol, manifests)
     if read:
         reader = Reader(reader_symbols(read.values()))

@@ -42,7 +42,8 @@ def test_two_versions_side_by_side(tmp_path, capsys, monkeypatch):
     verdicts = by_id(report)
     assert verdicts["A_accurate"]["outcome"] == "refuted"
     assert verdicts["A_accurate"]["versions"] == "refuted in version 2 of 2 registered; earlier versions: v1 supported"
-    assert verdicts["B_deep"]["versions"] == "supported in version 2 of 2 registered; earlier versions: v1 supported"
+    # version 2's A does not beat B: B_deep's precondition fails, and it is unverifiable, not supported
+    assert verdicts["B_deep"]["versions"] == "unverifiable in version 2 of 2 registered; earlier versions: v1 supported"
 
     capsys.readouterr()
     assert run("history", "tiny-verify", "--db", db, "--json") == 0
@@ -65,14 +66,14 @@ def test_two_versions_side_by_side(tmp_path, capsys, monkeypatch):
     assert run("history", "tiny-verify", "--db", db) == 0
     text = capsys.readouterr().out
     assert "version 1 of 2" in text and "version 2 of 2" in text and "tuning before it: tiny-tune" in text
-    assert "3 of 3 claims supported" in text and "1 of 3 claims supported" in text
+    assert "3 of 3 claims supported" in text and "0 of 3 claims supported" in text
     # the report puts the same side by side
     assert run("report", "tiny-verify", "--db", db, "--out", str(tmp_path / "report")) == 0
     html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
     versions = html[html.index('<section id="versions">') : html.index('<section id="claims">')]
     assert "v1 of 2" in versions and "v2 of 2" in versions and "tiny-tune v1" in versions
     assert "arms.A.surgery.split (after_data): block too deep" in versions
-    assert "<td>3 of 3</td>" in versions and "<td>1 of 3</td>" in versions
+    assert "<td>3 of 3</td>" in versions and "<td>0 of 3</td>" in versions
     assert "<td><code>tiny-verify/A_accurate</code></td><td>supported</td><td>refuted</td>" in versions
     # an unknown protocol is one line, exit 2, and nothing is written
     assert run("history", "nope", "--db", db) == 2

@@ -53,7 +53,7 @@ correction: holm
 claims:
   - {id: A_beats_B, statement: A beats B., statistic: paired_exact, arms: [A, B], manifest: eval, direction: greater, alpha: 0.05}
   - {id: A_accurate, statement: A is accurate., statistic: accuracy, arm: A, manifest: eval, threshold: 0.9}
-  - {id: B_deep, statement: B holds at depth 3 (it does not)., statistic: accuracy, arm: B, manifest: eval, rows: {depths: [3, 3]}, threshold: 0.9, direction: at_most}
+  - {id: B_deep, statement: B holds at depth 3 (it does not)., statistic: accuracy, arm: B, manifest: eval, rows: {depths: [3, 3]}, threshold: 0.9, direction: at_most, requires: [A_beats_B]}
 """
 
 
@@ -663,10 +663,21 @@ def test_read_only_commands_leave_a_rollback_journal_database_byte_for_byte(proj
     capsys.readouterr()
 
 
-def test_verify_names_a_support_nothing_learnt_would_give_and_tallies_it(project, capsys):
-    """B_deep ("B's deep accuracy at most ...") was registered with no acquisition precondition: verify keeps its
-    outcome and says beside it that an arm which learnt nothing would support it; the tally counts it."""
-    _tmp_path, db, _ = project
+def test_verify_names_a_support_nothing_learnt_would_give_and_tallies_it(tmp_path, monkeypatch, capsys):
+    """B_deep ("B's deep accuracy at most ...") without its precondition, in a ledger registered before the
+    acquisition rule (`register` now refuses it): verify keeps its outcome and says beside it that an arm which
+    learnt nothing would support it; the tally counts it."""
+    from ledger.audit.preregistration import _write
+    from ledger.store import open_store
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
+    (tmp_path / "claims.yaml").write_text(CLAIMS.replace(", requires: [A_beats_B]", ""), encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    assert run("register", "protocol.yaml", "--db", db) == 2  # refused: B_deep holds without acquisition
+    with open_store(db) as store:
+        _write(store, tmp_path / "protocol.yaml", load_protocol(tmp_path / "protocol.yaml"), acquisition=False)
+    write_evidence(tmp_path, db)
     _code, report = verify_json(db, "claims.yaml", capsys=capsys)
     claims = by_id(report)
     assert any(flag.startswith("no acquisition precondition: B_deep") for flag in claims["B_deep"]["flags"])
@@ -674,4 +685,4 @@ def test_verify_names_a_support_nothing_learnt_would_give_and_tallies_it(project
     tally = report["tally"]
     assert tally["claims"] == len(report["claims"])
     assert tally["supported"] == sum(claim["outcome"] == "supported" for claim in report["claims"])
-    assert tally["vacuous_risk"] == (["B_deep"] if claims["B_deep"]["outcome"] == "supported" else [])
+    assert claims["B_deep"]["outcome"] == "supported" and tally["vacuous_risk"] == ["B_deep"]

@@ -509,7 +509,7 @@ def test_header_lists_the_recorded_deviations_of_each_version(tmp_path):
     smoke = (ROOT / "protocols" / "smoke.yaml").read_text(encoding="utf-8")
     old, new = tmp_path / "v1" / "smoke.yaml", tmp_path / "v2" / "smoke.yaml"
     changed = smoke.replace("seed: 11, split: test}", "seed: 12, split: test}", 1).replace(
-        "version: 1", "version: 2", 1
+        "version: 2", "version: 3", 1
     )
     for path, text in ((old, smoke), (new, changed)):
         path.parent.mkdir()
@@ -531,7 +531,7 @@ def test_header_lists_the_recorded_deviations_of_each_version(tmp_path):
 
 def test_report_of_one_version_reads_its_runs_and_claims_and_an_unknown_version_is_one_line(tmp_path):
     """`ledger report NAME --version N`: the header names that version alone and the claims table holds the
-    claims its registration preregistered (version 1's, here, were registered again unchanged by version 2)."""
+    claims its registration preregistered (version 2's, here, were registered again unchanged by version 3)."""
     from ledger.audit.preregistration import deviate
     from ledger.report.html import report_for_protocol_name
 
@@ -542,13 +542,13 @@ def test_report_of_one_version_reads_its_runs_and_claims_and_an_unknown_version_
     store = open_store(f"sqlite:///{db}")
     try:
         v1 = register(store, path).sha256
-        path.write_text(path.read_text(encoding="utf-8").replace("version: 1", "version: 2", 1), encoding="utf-8")
+        path.write_text(path.read_text(encoding="utf-8").replace("version: 2", "version: 3", 1), encoding="utf-8")
         _, v2, _ = deviate(store, path, reason="a new version", timing="before_data")
-        html = report_for_protocol_name(store, "smoke", tmp_path / "r2", version="2").read_text(encoding="utf-8")
+        html = report_for_protocol_name(store, "smoke", tmp_path / "r2", version="3").read_text(encoding="utf-8")
     finally:
         store.close()
     header, claims = html.split("</header>")[0], html.split('id="claims"')[1].split("</section>")[0]
-    assert v2 in header and v1 not in header.split("Recorded deviation")[0] and "smoke version 2" in header
+    assert v2 in header and v1 not in header.split("Recorded deviation")[0] and "smoke version 3" in header
     from ledger.protocol.claims import load_claims
 
     registered = [c.id for c in load_claims(ROOT / "claims" / "smoke.yaml").claims]
@@ -572,5 +572,5 @@ def test_report_of_one_version_reads_its_runs_and_claims_and_an_unknown_version_
         cwd=ROOT,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert bad.stderr.strip() == "protocol 'smoke' has no registered version '7' (registered: 1, 2)"
+    assert bad.stderr.strip() == "protocol 'smoke' has no registered version '7' (registered: 2, 3)"
     assert not (tmp_path / "r7").exists()

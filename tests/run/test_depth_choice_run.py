@@ -43,7 +43,7 @@ correction: none
 claims:
   - {id: kl_right_depth, statement: The KL rule stops at the row's depth on some rows., statistic: adaptive_depth, arm: A, manifest: held, rule: kl, measure: right_depth, share: 0.0}
   - {id: halting_right_depth, statement: The halting head stops at the row's depth on some rows., statistic: adaptive_depth, arm: A, manifest: held, rule: halting, measure: right_depth, share: 0.0}
-  - {id: argmax_noninferior, statement: Stopping when the answer repeats costs at most 60 points., statistic: adaptive_depth, arm: A, manifest: held, rule: argmax, threshold: 1, measure: noninferior, margin: 0.6}
+  - {id: argmax_noninferior, statement: Stopping when the answer repeats costs at most 60 points., statistic: adaptive_depth, arm: A, manifest: held, rule: argmax, threshold: 1, measure: noninferior, margin: 0.6, requires: [kl_right_depth]}
 """
 
 

@@ -42,7 +42,7 @@ correction: none
 claims:
   - {id: active, statement: Active cells hold the intermediate state., statistic: persistence, arm: A, manifest: held, cells: active, threshold: 0.0}
   - {id: advance, statement: Cells past the depth advance., statistic: persistence, arm: A, manifest: held, cells: advance, threshold: 0.0}
-  - {id: stay, statement: Cells past the depth rarely stay., statistic: persistence, arm: A, manifest: held, cells: stay, threshold: 1.0, direction: at_most}
+  - {id: stay, statement: Cells past the depth rarely stay., statistic: persistence, arm: A, manifest: held, cells: stay, threshold: 1.0, direction: at_most, requires: [active]}
 """
 
 

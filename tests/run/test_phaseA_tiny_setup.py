@@ -104,7 +104,7 @@ def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_ow
     from ledger.rows.builder import build_manifest, build_manifests
 
     tiny, long = load_protocol(TINY_V2), load_protocol(LONG)
-    assert long.purpose == "confirmatory" and long.gates == tiny.gates and long.version == 3
+    assert long.purpose == "confirmatory" and long.gates == tiny.gates and long.version == 4
     # the bases, by recorded hash: A/E/B/C's is tiny-base grown to 8 layers; D's is that grown to 16
     recipes = {
         name: yaml.safe_load((ROOT / "bases" / f"{Path(long.bases[name].source).name}.recipe.yaml").read_text())
@@ -139,9 +139,9 @@ def test_long_protocol_is_the_default_with_more_training_larger_bases_and_its_ow
     assert len(frozen_long) == 14 * 64 and not frozen_long & seen_before
     long_rows = build_manifests(long)
     assert len(long_rows["train"].rows) == 8 * 4096 and len(long_rows["train_short"].rows) == 4 * 4096
-    claims = [  # version 2 of the default registered the same nine claims as the longer protocol
+    claims = [  # version 2 of the default registered the same nine claims as the longer protocol (version 3)
         yaml.safe_load(path.read_text())
-        for path in (TINY_V2.parent / "phaseA-tiny.claims.v2.yaml", ROOT / "claims" / "phaseA-tiny-long.yaml")
+        for path in (TINY_V2.parent / "phaseA-tiny.claims.v2.yaml", TINY_V2.parent / "phaseA-tiny-long.claims.v3.yaml")
     ]
     assert claims[0]["claims"] == claims[1]["claims"] and claims[1]["protocol"] == "phaseA-tiny-long"
 

@@ -70,6 +70,7 @@ claims:
     conditions:
       - {manifest: rev_dev, at_least: 0.9}
       - {manifest: fwd_dev, measure: min_per_depth, at_least: 0.93}
+    requires: [{gate: fwd_measure, arm: R}]
 """
 
 

@@ -115,7 +115,7 @@ def test_claims_of_version_1_are_scoped_to_it_and_the_file_on_disk_may_be_versio
         kept = tmp_path / "claims-v1.yaml"
         kept.write_text(claims_v1, encoding="utf-8")
         (tmp_path / "claims" / "smoke.yaml").write_text(claims_v2, encoding="utf-8")
-        protocol.write_text(smoke.replace("version: 1", "version: 2", 1), encoding="utf-8")
+        protocol.write_text(smoke.replace("version: 2", "version: 3", 1), encoding="utf-8")
         _, v2, _ = deviate(store, protocol, reason="renamed claims", timing="before_data")
         scope_v1 = _protocol_scope(store, load_claims(kept))
         scope_v2 = _protocol_scope(store, load_claims(tmp_path / "claims" / "smoke.yaml"))
