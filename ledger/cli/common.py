@@ -10,10 +10,12 @@ EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
 
-out = Console(highlight=False, emoji=False)  # "file.yaml:100:" stays text
+# user text (statements, descriptions, paths) is printed as written: no markup ("E[r]" stays), no emoji
+# ("file.yaml:100:" stays); our own colours are Text objects
+out = Console(highlight=False, markup=False, emoji=False)
 if not out.is_terminal:  # piped or captured: no 80-column squeeze, hashes stay whole
-    out = Console(highlight=False, emoji=False, width=200)
-err = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
+    out = Console(highlight=False, markup=False, emoji=False, width=200)
+err = Console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True)
 
 
 class CommandError(Exception):

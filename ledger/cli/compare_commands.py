@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from ledger.cli.common import CommandError, _store, err, out
 
@@ -122,7 +123,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for column in ("protocol", "arm", "", "detail"):
         arms.add_column(column, overflow="fold")
     for arm in result.arms:
-        mark = "[green]identical[/green]" if arm.identical else "[red]differ[/red]"
+        mark = Text("identical", style="green") if arm.identical else Text("differ", style="red")
         arms.add_row(arm.protocol, arm.arm, mark, arm.detail)
     out.print(arms)
     claims = Table(title="claims: first recorded outcome and figures")
@@ -136,7 +137,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             for key in claim.differing_figures()
         )
         colour = "green" if claim.identical else "red"
-        claims.add_row(claim.protocol, claim.claim_id, f"[{colour}]{outcome_a}[/{colour}]", outcome_b, figures or "—")
+        claims.add_row(claim.protocol, claim.claim_id, Text(str(outcome_a), style=colour), outcome_b, figures or "—")
     if result.claims:
         out.print(claims)
     if result.environment:
@@ -149,7 +150,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         f"{identical_arms} of {len(result.arms)} arms and {identical_claims} of {len(result.claims)} claims identical"
     )
     if result.identical:
-        out.print(f"[green]identical evidence[/green]: {summary}")
+        out.print(Text.assemble(("identical evidence", "green"), f": {summary}"))
     else:
-        out.print(f"[red]the evidence differs[/red]: {summary}")
+        out.print(Text.assemble(("the evidence differs", "red"), f": {summary}"))
     return result.exit_code

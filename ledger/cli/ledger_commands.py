@@ -206,7 +206,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             detail += f"\n= {verdict.versions}"
         table.add_row(
             verdict.claim_id,
-            f"[{colour}]{verdict.outcome}[/{colour}]",
+            Text(verdict.outcome, style=colour),
             verdict.integrity,
             verdict.first_outcome or "(new)",
             _paper_cell(verdict),
@@ -217,7 +217,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
         out.print(f"since head: {report.since_head}", markup=False)
     out.print(f"history: {report.history}", markup=False)
     out.print(f"ledger head {report.head[0]}:{report.head[1]}")
-    out.print("[green]verified[/green]" if report.exit_code == 0 else f"[red]exit {report.exit_code}[/red]")
+    out.print(
+        Text("verified", style="green") if report.exit_code == 0 else Text(f"exit {report.exit_code}", style="red")
+    )
     return report.exit_code
 
 

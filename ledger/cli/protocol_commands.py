@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from rich.table import Table
+from rich.text import Text
 
 from ledger.cli.common import EXIT_OK, EXIT_REFUSED, CommandError, _store, err, out
 
@@ -37,7 +38,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     ]
     manifests = _build_or_fail(protocol, path)
 
-    out.print(f"[bold]{protocol.name}[/bold] v{protocol.version}  protocol sha256 {protocol.sha256}")
+    out.print(Text.assemble((protocol.name, "bold"), f" v{protocol.version}  protocol sha256 {protocol.sha256}"))
     out.print(protocol.description)
     arms = Table(title="arms", show_lines=False)
     for column in ("id", "kind", "base", "design", "stages", "evaluates"):
@@ -69,7 +70,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         with out.status("dry run: every arm built, one training step per stage") as status:
             steps = dry_run(protocol, path.resolve().parent, progress=lambda line: status.update(f"dry run: {line}"))
         out.print(f"dry run: {len(steps)} steps ran ({', '.join(steps)})")
-    out.print("[green]ok[/green]: protocol is valid, manifests are built and uncontaminated")
+    out.print(Text.assemble(("ok", "green"), ": protocol is valid, manifests are built and uncontaminated"))
     return EXIT_OK
 
 

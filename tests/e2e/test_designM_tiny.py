@@ -31,7 +31,7 @@ def design_m_run(tmp_path_factory):
 
 def test_design_m_runs_and_every_claim_verifies(design_m_run):
     _folder, db, stdout = design_m_run
-    for arm in ("M", "M_random", "M_flat", "M_adamw", "M_healed", "C"):
+    for arm in ("M", "M_random", "M_flat", "M_adamw", "M_healed", "M_mixed", "C"):
         assert f"│ {arm}" in stdout and "complete" in stdout, stdout
     verified = ledger_cli("verify", "claims/designM-tiny.yaml", "--db", db, "--json")
     assert verified.returncode == 0, verified.stdout[-3000:] + verified.stderr[-3000:]
@@ -72,8 +72,9 @@ def test_recorded_flops_follow_the_rule_and_add_up_along_the_lineage(design_m_ru
         parent = json.loads((checkpoints.get(row["parent_sha256"]) or {}).get("meta_json") or "{}")
         assert meta["flops_total"] == pytest.approx(parent.get("flops_total", 0.0) + meta["flops"], rel=1e-12)
         seen += 1
-    # four arms' curves of two intermediate checkpoints and the stage's own, the healed arm's two stages, C's curve
-    assert seen == 4 * 3 + 2 + 3
+    # M and C checkpoint every 5 of 60 steps (12 each), M_random, M_flat and M_adamw every 20 (3 each), the healed
+    # arm's two stages, M_mixed's one
+    assert seen == 2 * 12 + 3 * 3 + 2 + 1
 
 
 def test_the_test_recurrence_sweep_is_evidence_at_every_loop(design_m_run):

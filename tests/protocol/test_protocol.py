@@ -170,6 +170,24 @@ def test_bad_protocol_gives_located_error_and_exit_2(case, tmp_path, capsys):
         assert first.split(":")[1].isdigit(), first
 
 
+def test_user_text_is_printed_as_written(tmp_path, capsys):
+    """A description with brackets and a file line past 99 reach the terminal as written: neither is read as rich
+    markup ("E[r] = k" lost its "[r]") nor as an emoji code (":100:" became a symbol)."""
+    text = (ROOT / "protocols" / "smoke.yaml").read_text(encoding="utf-8")
+    text = text.replace("description: >-\n", "description: >-\n  The sampler's E[r] = k, [bold]as written[/bold].\n", 1)
+    text += "\n" * (100 - text.count("\n")) + "stray_key: 1\n"  # an error located on line 101 or later
+    (tmp_path / "protocols").mkdir()
+    shutil.copytree(ROOT / "claims", tmp_path / "claims")
+    path = tmp_path / "protocols" / "smoke.yaml"
+    path.write_text(text.replace("stray_key: 1\n", ""), encoding="utf-8")
+    assert main(["check", str(path)]) == 0
+    assert "E[r] = k, [bold]as written[/bold]." in capsys.readouterr().out
+    path.write_text(text, encoding="utf-8")
+    assert main(["check", str(path)]) == 2
+    first = capsys.readouterr().err.strip().splitlines()[0]
+    assert first.startswith(f"{path}:1") and first.split(":")[1].isdigit() and int(first.split(":")[1]) > 100, first
+
+
 def test_error_line_points_at_the_offending_key(tmp_path):
     text, _, _ = BAD_PROTOCOLS["typo'd key"]
     with pytest.raises(ProtocolError) as info:
