@@ -95,6 +95,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also build every arm from its base and take one training step per stage (needs torch; writes nothing)",
     )
+    check.add_argument(
+        "--random-weights",
+        action="store_true",
+        help=(
+            "with --dry-run: build each base from its config.json alone (shipped for the protocols' hub ids, or a "
+            "local folder's), seeded random weights of the exact shape; no weights needed, and every depth of every "
+            "evaluated manifest is read once"
+        ),
+    )
     check.set_defaults(handler=cmd_check)
 
     schema = commands.add_parser(

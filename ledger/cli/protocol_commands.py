@@ -64,12 +64,26 @@ def cmd_check(args: argparse.Namespace) -> int:
         out.print(
             f"claims {relative}: {len(claim_file.claims)} preregistered ({claim_file.correction} within families)"
         )
+    if args.random_weights and not args.dry_run:
+        raise CommandError("--random-weights shapes the bases of a dry run: give --dry-run too")
     if args.dry_run:
-        from ledger.run.dry_run import dry_run
+        from ledger.run.dry_run import NoBase, dry_run
 
         with out.status("dry run: every arm built, one training step per stage") as status:
-            steps = dry_run(protocol, path.resolve().parent, progress=lambda line: status.update(f"dry run: {line}"))
-        out.print(f"dry run: {len(steps)} steps ran ({', '.join(steps)})")
+            try:
+                steps = dry_run(
+                    protocol,
+                    path.resolve().parent,
+                    progress=lambda line: status.update(f"dry run: {line}"),
+                    random_weights=args.random_weights,
+                )
+            except NoBase as exc:
+                hint = "" if args.random_weights else " (`--random-weights` builds it from its config.json alone)"
+                raise CommandError(f"{path}: dry run: {exc}{hint}") from None
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+        out.print(f"dry run: {len(steps)} steps ran ({', '.join(steps)}); peak memory {peak:.1f} GiB")
     out.print(Text.assemble(("ok", "green"), ": protocol is valid, manifests are built and uncontaminated"))
     return EXIT_OK
 

@@ -5,6 +5,11 @@ registries, the stage's optimiser and schedule, its objective, the gates' readin
 verdicts, the evaluation read) on a handful of rows, so a protocol that `ledger check`
 accepts but the code cannot execute fails here in seconds instead of an hour into a run.
 ``ledger check --dry-run`` and the property test of complete validation call it.
+
+With ``random_weights`` no weights are needed: every base named by hub id, or by a local folder, is built
+from its ``config.json`` at its exact shape with seeded random weights (``arms.bases.shapes``), so a
+real-scale protocol is exercised on a machine that has never held its weights. The evaluation then reads
+one row of every depth of every manifest, so that every loop the protocol reads is run once.
 """
 
 from __future__ import annotations
@@ -25,6 +30,14 @@ def sample(rows: list) -> list:
     return rows[:: max(1, len(rows) // ROWS)][:ROWS]
 
 
+def one_per_depth(rows: list) -> list:
+    """The first row of each depth: read at forced depth, every loop the manifest asks for runs once."""
+    seen: dict[Any, Any] = {}
+    for row in rows:
+        seen.setdefault(getattr(row, "depth", None), row)
+    return list(seen.values())
+
+
 def _base_correct(model: Any, tokenizer: Any, reader: Any, rows: list) -> dict[str, bool]:
     """The base's own loop-1 reading of multiple-choice rows (a guardrail's reference)."""
     from arms.runtime import base_choice_readings
@@ -32,35 +45,101 @@ def _base_correct(model: Any, tokenizer: Any, reader: Any, rows: list) -> dict[s
     return {r.row_id: bool(r.correct) for r in base_choice_readings(model, tokenizer, reader, rows)}
 
 
-def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None) -> list[str]:
-    """One line per arm and stage that ran; raises whatever the code raises."""
+class NoBase(LookupError):
+    """A base the dry run cannot build: its weights are not here, or (random weights) no config.json describes it."""
+
+
+def memory_available() -> int | None:
+    """Bytes this machine can still give (Linux's MemAvailable), or None where it does not say."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def training_state_bytes(runtime: Any) -> int:
+    """What one stage's training adds to the arm's weights: a gradient per trainable tensor, an fp32 master and
+    its gradient for a low-precision one (``arms.train.optim.MasterWeights``), and the optimiser's fp32 state
+    (AdamW: two moments; Muon: one momentum, AdamW's two for what it leaves to AdamW: counted as two)."""
+    state = 0
+    for group in runtime.named_groups().values():
+        for tensor in group:
+            size = tensor.element_size()
+            master = 8 if size < 4 else 0
+            state += tensor.numel() * (size + master + 8)
+    return state
+
+
+def _load(spec: Any, protocol_dir: Path, random_weights: bool) -> tuple[Any, Any, str]:
+    """(model, tokenizer, what was loaded) for a base: its weights, or with ``random_weights`` its shape."""
+    from ledger.protocol.bases import base_location
+    from ledger.run.bases import load_protocol_base, weights_sha256
+
+    location = base_location(spec, protocol_dir)
+    if random_weights and not location.startswith("builtin:") and spec.gguf_file is None:
+        from arms.bases.shapes import NoShape, shaped_base
+
+        try:
+            shaped = shaped_base(location, spec.dtype)
+        except NoShape:
+            if not Path(location).expanduser().exists():  # a GGUF file or folder has its weights here: load them
+                raise
+        else:
+            tokenizer = "the built-in word tokenizer standing in" if shaped.tokenizer_stand_in else "its own tokenizer"
+            return shaped.model, shaped.tokenizer, f"random weights shaped by {shaped.config_file}, {tokenizer}"
+    model, tokenizer, files = load_protocol_base(spec, protocol_dir)  # hash-checked, as the run loads it
+    # hashed as the run records it: a base whose files cannot be read fails here, not after registration
+    sha = weights_sha256(files)
+    return model, tokenizer, f"{location}, " + (f"weights {sha[:12]}" if sha else "built-in, seeded weights")
+
+
+def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None, random_weights: bool = False) -> list[str]:
+    """One line per arm and stage that ran; ``NoBase`` for a base it cannot build, else whatever the code raises."""
+    from arms.bases.loading import BaseModelNotFound
+    from arms.bases.shapes import NoShape
     from arms.runtime import build_runtime
     from ledger.judge.gates import GateInputs
-    from ledger.protocol.bases import base_location
     from ledger.reader.shared import Reader, row_symbols
     from ledger.rows.builder import build_manifests
-    from ledger.run.bases import load_protocol_base, weights_sha256
 
     manifests = {name: list(manifest.rows) for name, manifest in build_manifests(protocol).items()}
     symbols = list(dict.fromkeys(symbol for rows in manifests.values() for row in rows for symbol in row_symbols(row)))
     bases: dict[str, tuple] = {}
     done = []
+    stepped_kinds: set[str] = set()
     for arm in protocol.arms:
         if arm.base not in bases:
             spec = protocol.bases[arm.base]
-            model, tokenizer, files = load_protocol_base(spec, protocol_dir)  # hash-checked, as the run loads it
-            # hashed as the run records it: a base whose files cannot be read fails here, not after registration
-            sha = weights_sha256(files)
-            done.append(
-                f"base {arm.base}: {base_location(spec, protocol_dir)}, "
-                + (f"weights {sha[:12]}" if sha else "built-in, seeded weights")
-            )
+            try:
+                model, tokenizer, loaded = _load(spec, protocol_dir, random_weights)
+            except (BaseModelNotFound, NoShape) as exc:
+                raise NoBase(str(exc)) from None
+            done.append(f"base {arm.base}: {loaded}")
             if progress is not None:
                 progress(done[-1])
             bases[arm.base] = (model, tokenizer, Reader(symbols, tokenizer=tokenizer, chat_template=spec.chat_template))
         model, tokenizer, reader = bases[arm.base]
         runtime = build_runtime(arm, model, tokenizer, reader)
         for stage in arm.stages:
+            needed, free = training_state_bytes(runtime), memory_available()
+            if random_weights and free is not None and needed > 0.8 * free:
+                # a real-scale arm larger than this machine: its code path is the same as a smaller arm's of its kind
+                same = (
+                    f"an arm of kind {arm.kind} took its step"
+                    if arm.kind in stepped_kinds
+                    else "no arm of its kind did"
+                )
+                done.append(
+                    f"{arm.id} {stage.id}: step not taken: its training state needs {needed / 2**30:.1f} GiB beyond "
+                    f"its weights, {free / 2**30:.1f} GiB are free here ({same})"
+                )
+                if progress is not None:
+                    progress(done[-1])
+                continue
+            stepped_kinds.add(arm.kind)
             schedule = stage.optimizer.schedule
             one_step = stage.model_copy(update={"steps": 1 + (schedule.warmup_steps if schedule else 0)})
             rows = [row for name in stage.manifests() for row in sample(manifests[name])]
@@ -75,6 +154,7 @@ def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None) -> 
             if progress is not None:
                 progress(done[-1])
         for manifest_id in arm.evaluation.manifests:
-            read_rows(runtime, arm, protocol.manifest(manifest_id), sample(manifests[manifest_id]))
+            rows = (one_per_depth if random_weights else sample)(manifests[manifest_id])
+            read_rows(runtime, arm, protocol.manifest(manifest_id), rows)
         done.append(f"{arm.id}: evaluation read")
     return done

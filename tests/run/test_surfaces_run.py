@@ -62,7 +62,7 @@ correction: none
 families:
   transfer: {correction: holm, members: [step2, step4, step6]}
 claims:
-  - {id: zero_shot_relay, statement: Zero-shot relay accuracy., statistic: accuracy, arm: A, manifest: relay_eval, threshold: 1.0, direction: at_most}
+  - {id: zero_shot_relay, statement: Zero-shot relay accuracy., statistic: accuracy, arm: A, manifest: relay_eval, threshold: 0.0}
   - {id: deep_relay, statement: Deepest relay rows after language training., statistic: accuracy, arm: L, manifest: relay_eval, rows: {depths: [3, 3]}, threshold: 0.0}
   - {id: mean_trend, statement: Relay accuracy across the language stage., statistic: checkpoint_trend, arm: L, manifest: relay_eval, direction: rises}
   - {id: step2, statement: Installed beats fresh at step 2., statistic: paired_exact, arms: [L, T], manifest: relay_eval, at_step: 2, family: transfer}

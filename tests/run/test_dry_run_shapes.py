@@ -1,0 +1,110 @@
+"""`ledger check --dry-run --random-weights`: a real-scale protocol exercised with no weights on the machine.
+
+Each base is built from its config.json (shipped for the protocols' hub ids, or a local folder's) at its exact
+shape with seeded random weights; the word tokenizer stands in where the folder has none. A base neither
+shipped nor local is one line, exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ledger.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.models
+
+
+def test_the_shipped_architectures_are_the_papers_bases():
+    from arms.bases.loading import qwen25_05b_config, qwen25_15b_config
+    from arms.bases.shapes import SHAPES, shipped_shapes
+
+    assert {"Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"} <= set(shipped_shapes())
+    pairs = (("Qwen--Qwen2.5-0.5B-Instruct", qwen25_05b_config()), ("Qwen--Qwen2.5-1.5B-Instruct", qwen25_15b_config()))
+    for name, expected in pairs:
+        shipped = json.loads((SHAPES / name / "config.json").read_text())
+        for key in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "rms_norm_eps",
+            "tie_word_embeddings",
+        ):
+            assert shipped[key] == getattr(expected, key), (name, key)
+        assert shipped["rope_theta"] == expected.rope_parameters["rope_theta"]  # transformers 5 keeps it there
+
+
+def test_every_hub_base_a_shipped_protocol_names_has_its_architecture_here():
+    from arms.bases.shapes import shipped_shapes
+    from ledger.protocol.bases import base_location
+    from ledger.protocol.loader import load_protocol
+
+    for path in sorted((ROOT / "protocols").glob("*.yaml")):
+        protocol = load_protocol(path)
+        for spec in protocol.bases.values():
+            location = base_location(spec, path.parent)
+            if not (location.startswith("builtin:") or Path(location).exists()):
+                assert location in shipped_shapes(), f"{path.name}: base {location} has no shipped config.json"
+
+
+def test_a_local_folder_is_shaped_by_its_own_config_and_tokenizer():
+    from arms.bases.shapes import shaped_base
+
+    shaped = shaped_base(str(ROOT / "bases" / "tiny-base-skills"), "float32")
+    assert shaped.config_file == ROOT / "bases" / "tiny-base-skills" / "config.json" and not shaped.tokenizer_stand_in
+    config = json.loads(shaped.config_file.read_text())
+    assert shaped.model.config.num_hidden_layers == config["num_hidden_layers"]
+
+
+def test_a_base_without_weights_says_how_to_dry_run_it(capsys):
+    code = main(["check", str(ROOT / "protocols" / "phaseA.yaml"), "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "dry run:" in err and "--random-weights" in err and "Qwen/Qwen2.5-0.5B-Instruct" in err
+
+
+def test_random_weights_alone_and_an_unknown_architecture_are_one_line(tmp_path, capsys):
+    assert main(["check", str(ROOT / "protocols" / "smoke.yaml"), "--random-weights"]) == 2
+    assert "give --dry-run too" in capsys.readouterr().err
+    text = (ROOT / "protocols" / "phaseA.yaml").read_text().replace("Qwen/Qwen2.5-1.5B-Instruct", "someone/unknown-7B")
+    (tmp_path / "protocols").mkdir()
+    (tmp_path / "protocols" / "phaseA.yaml").write_text(text)
+    (tmp_path / "claims").symlink_to(ROOT / "claims")
+    code = main(["check", str(tmp_path / "protocols" / "phaseA.yaml"), "--dry-run", "--random-weights"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "no config.json describes base 'someone/unknown-7B'" in err and "Qwen/Qwen2.5-0.5B-Instruct" in err
+
+
+@pytest.mark.long
+def test_phaseA_at_its_real_shapes_runs_every_arm_with_no_weights():
+    """The paper's Phase A protocol, every arm built at Qwen2.5's shapes in bf16: a step of every stage (or, for
+    an arm whose training state this machine cannot hold, the reason), every depth of every evaluated manifest
+    read. Its time and peak memory are printed (`-s`) and the peak kept under 16 GiB."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "ledger", "check", "protocols/phaseA.yaml", "--dry-run", "--random-weights"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3000,
+    )
+    seconds = time.monotonic() - started
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = " ".join(result.stdout.split())
+    print(f"phaseA.yaml dry run with random weights: {seconds:.0f} s, peak {peak:.1f} GiB")
+    assert "random weights shaped by" in out and "the built-in word tokenizer standing in" in out
+    for arm in ("A", "E", "B", "C", "D"):
+        assert f"{arm}: evaluation read" in out, out
+    assert peak < 16, f"peak {peak:.1f} GiB"
