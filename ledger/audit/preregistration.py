@@ -10,6 +10,7 @@ registered the new version. Claims that depend on a deviated item are flagged by
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,35 +94,33 @@ def _refuse_peeking(store: Store, path: Path, protocol: Protocol, manifests: dic
     refuse_exploratory_peek(store, protocol, manifests, also)
 
 
-def refuse_unwinnable(claim_files: list[tuple[Path, ClaimFile]], manifests: dict) -> None:
-    """Power at registration (``ledger.judge.power``): a claim no outcome of its rows could support is bad
-    input, located in its claim file, before anything is written."""
-    from ledger.judge.power import unwinnable_claims
-
-    depths = {name: [row.depth for row in manifest.rows] for name, manifest in manifests.items()}
+def _refuse_claims(claim_files: list[tuple[Path, ClaimFile]], found_in: Callable[[ClaimFile], list]) -> None:
+    """Every claim a registration rule finds (each with ``index``, ``claim_id`` and ``message``), located in its
+    claim file: bad input, raised before anything is written."""
     issues = [
         ProtocolIssue(str(claim_path), None, f"claims.{found.index}", f"claim {found.claim_id} {found.message}")
         for claim_path, claim_file in claim_files
-        for found in unwinnable_claims(claim_file, depths)
+        for found in found_in(claim_file)
     ]
     if issues:
         raise ProtocolError(issues)
+
+
+def refuse_unwinnable(claim_files: list[tuple[Path, ClaimFile]], manifests: dict) -> None:
+    """Power at registration (``ledger.judge.power``): a claim no outcome of its rows could support."""
+    from ledger.judge.power import unwinnable_claims
+
+    depths = {name: [row.depth for row in manifest.rows] for name, manifest in manifests.items()}
+    _refuse_claims(claim_files, lambda claim_file: unwinnable_claims(claim_file, depths))
 
 
 def refuse_unacquired(claim_files: list[tuple[Path, ClaimFile]], manifests: dict) -> None:
     """Acquisition at registration (``ledger.judge.acquisition``): a claim an arm that learnt nothing would
-    support, or a guardrail on rows its base answers near chance, must require that the skill was acquired;
-    bad input, located in its claim file, before anything is written."""
+    support, or a guardrail on rows its base answers near chance, must require that the skill was acquired."""
     from ledger.judge.acquisition import chance_of, unacquired_claims
 
     chances = {name: chance_of([len(row.symbols) for row in manifest.rows]) for name, manifest in manifests.items()}
-    issues = [
-        ProtocolIssue(str(claim_path), None, f"claims.{found.index}", f"claim {found.claim_id} {found.message}")
-        for claim_path, claim_file in claim_files
-        for found in unacquired_claims(claim_file, chances)
-    ]
-    if issues:
-        raise ProtocolError(issues)
+    _refuse_claims(claim_files, lambda claim_file: unacquired_claims(claim_file, chances))
 
 
 def _write(
