@@ -87,6 +87,30 @@ def training_state_bytes(runtime: Any) -> int:
     return state
 
 
+def _check_bases(protocol: Protocol, protocol_dir: Path, random_weights: bool) -> None:
+    """``NoBase`` before any arm is built if a base its arms need cannot be: its weights are not here, or (random
+    weights) neither they nor a config.json describing it are; a real-scale dry run fails in a second, not after
+    the arms before it."""
+    from arms.bases.shapes import NoShape, config_folder
+    from ledger.protocol.bases import base_location
+    from ledger.run.bases import BaseUnavailable, check_bases_available
+
+    for name in sorted({arm.base for arm in protocol.arms}):
+        spec = protocol.bases[name]
+        location = base_location(spec, protocol_dir)
+        if random_weights and not location.startswith("builtin:") and spec.gguf_file is None:
+            try:
+                config_folder(location)
+                continue
+            except NoShape as exc:
+                if not Path(location).expanduser().exists():
+                    raise NoBase(str(exc)) from None
+        try:
+            check_bases_available(protocol, protocol_dir, [arm.id for arm in protocol.arms if arm.base == name])
+        except BaseUnavailable as exc:
+            raise NoBase(str(exc)) from None
+
+
 def _load(spec: Any, protocol_dir: Path, random_weights: bool) -> tuple[Any, Any, str]:
     """(model, tokenizer, what was loaded) for a base: its weights, or with ``random_weights`` its shape."""
     from ledger.protocol.bases import base_location
@@ -121,9 +145,10 @@ def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None, ran
 
     manifests = {name: list(manifest.rows) for name, manifest in build_manifests(protocol).items()}
     symbols = list(dict.fromkeys(symbol for rows in manifests.values() for row in rows for symbol in row_symbols(row)))
+    _check_bases(protocol, protocol_dir, random_weights)
     bases: dict[str, tuple] = {}
     done = []
-    stepped_kinds: set[str] = set()
+    stepped_by_kind: dict[str, str] = {}  # a kind's name -> the first arm of it whose step this machine took
     for arm in protocol.arms:
         if random_weights and arm.evaluation.max_new_tokens > GENERATED:  # random weights never stop on their own
             shorter = arm.evaluation.model_copy(update={"max_new_tokens": GENERATED})
@@ -144,11 +169,8 @@ def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None, ran
             needed, free = training_state_bytes(runtime), memory_available()
             if random_weights and free is not None and needed > 0.8 * free:
                 # a real-scale arm larger than this machine: its code path is the same as a smaller arm's of its kind
-                same = (
-                    f"an arm of kind {arm.kind} took its step"
-                    if arm.kind in stepped_kinds
-                    else "no arm of its kind did"
-                )
+                stepped = stepped_by_kind.get(arm.kind)
+                same = f"arm {stepped}, of its kind {arm.kind}, took its step" if stepped else "no arm of its kind did"
                 done.append(
                     f"{arm.id} {stage.id}: step not taken: its training state needs {needed / 2**30:.1f} GiB beyond "
                     f"its weights, {free / 2**30:.1f} GiB are free here ({same})"
@@ -156,7 +178,7 @@ def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None, ran
                 if progress is not None:
                     progress(done[-1])
                 continue
-            stepped_kinds.add(arm.kind)
+            stepped_by_kind.setdefault(arm.kind, arm.id)
             schedule = stage.optimizer.schedule
             one_step = stage.model_copy(update={"steps": 1 + (schedule.warmup_steps if schedule else 0)})
             rows = [row for name in stage.manifests() for row in sample(manifests[name])]
