@@ -173,22 +173,25 @@ def register(
     checked: CheckedProtocol | None = None,
     manifests: dict | None = None,
     also: tuple = (),
+    *,
+    rules: bool = True,
 ) -> Registration:
     """Register a protocol before any result; refuses a silently changed protocol.
 
     ``checked``: the protocol already passed through ``check_protocol_file`` by the caller (who checks
     before opening the database), so that it is not loaded and checked twice; ``manifests``: its manifests
     as the caller already built them (``build_manifests``), so that they are not built twice; ``also``: other
-    ledgers (stores) whose runs the peeking rules consult too."""
+    ledgers (stores) whose runs the peeking rules consult too; ``rules`` False: no power or acquisition rule
+    (a dry run's throwaway ledger, on a handful of rows)."""
     path = Path(path)
     protocol = (checked or check_protocol_file(path)).protocol  # complete validation before anything is written
     # one registration at a time: a second process registering the same file waits, then finds it registered
     with store.exclusive("registration"):
-        return _register_once(store, path, protocol, manifests, also)
+        return _register_once(store, path, protocol, manifests, also, rules)
 
 
 def _register_once(
-    store: Store, path: Path, protocol: Protocol, manifests: dict | None, also: tuple = ()
+    store: Store, path: Path, protocol: Protocol, manifests: dict | None, also: tuple = (), rules: bool = True
 ) -> Registration:
     versions = registered_versions(store, protocol.name)
     if any(version.sha256 == protocol.sha256 for version in versions):
@@ -202,7 +205,7 @@ def _register_once(
         )
     manifests = manifests if manifests is not None else build_manifests(protocol)
     _refuse_peeking(store, path, protocol, manifests, also)
-    return _write(store, path, protocol, manifests)
+    return _write(store, path, protocol, manifests, power=rules, acquisition=rules)
 
 
 def diff_items(planned: Any, actual: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:

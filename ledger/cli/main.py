@@ -93,15 +93,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--dry-run",
         action="store_true",
-        help="also build every arm from its base and take one training step per stage (needs torch; writes nothing)",
+        help=(
+            "also run the protocol end to end on its miniature (the fewest rows per manifest, one step per stage, "
+            "gates recorded) in a throwaway ledger, and judge every claim there (needs torch; writes nothing)"
+        ),
     )
     check.add_argument(
         "--random-weights",
         action="store_true",
         help=(
             "with --dry-run: build each base from its config.json alone (shipped for the protocols' hub ids, or a "
-            "local folder's), seeded random weights of the exact shape; no weights needed, and every depth of every "
-            "evaluated manifest is read once"
+            "local folder's), seeded random weights of the exact shape; no weights needed; dense arms generate 4 "
+            "tokens, and an arm whose training state this machine cannot hold takes no step (said)"
         ),
     )
     check.set_defaults(handler=cmd_check)

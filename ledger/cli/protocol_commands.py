@@ -67,23 +67,37 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.random_weights and not args.dry_run:
         raise CommandError("--random-weights shapes the bases of a dry run: give --dry-run too")
     if args.dry_run:
-        from ledger.run.dry_run import NoBase, dry_run
+        from ledger.run.dry_run import DryRunFailed, NoBase, dry_run
 
-        with out.status("dry run: every arm built, one training step per stage") as status:
+        with out.status("dry run: the protocol's miniature run in a throwaway ledger") as status:
             try:
-                steps = dry_run(
-                    protocol,
-                    path.resolve().parent,
+                done = dry_run(
+                    path,
                     progress=lambda line: status.update(f"dry run: {line}"),
                     random_weights=args.random_weights,
                 )
             except NoBase as exc:
                 hint = "" if args.random_weights else " (`--random-weights` builds it from its config.json alone)"
                 raise CommandError(f"{path}: dry run: {exc}{hint}") from None
+            except DryRunFailed as exc:
+                raise CommandError(f"{path}: dry run: {exc}") from None
+            except Exception as exc:  # the code cannot run this protocol: what and where, in one line
+                import traceback
+
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                raise CommandError(
+                    f"{path}: dry run failed: {type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+                ) from None
         import resource
 
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
-        out.print(f"dry run: {len(steps)} steps ran ({', '.join(steps)}); peak memory {peak:.1f} GiB")
+        for line in done.lines:
+            out.print(f"dry run: {line}")
+        outcomes = ", ".join(f"{claim} {outcome}" for claim, outcome in done.claims.items())
+        out.print(
+            f"dry run: {len(done.claims)} claims judged in the throwaway ledger on a handful of rows "
+            f"({outcomes or 'none preregistered'}); peak memory {peak:.1f} GiB"
+        )
     out.print(Text.assemble(("ok", "green"), ": protocol is valid, manifests are built and uncontaminated"))
     return EXIT_OK
 

@@ -42,6 +42,10 @@ def _loss_result(claim: Any, a: dict, b: dict, direction: Any, margin: float, ex
     first, second = claim.arms
     ids = _paired_keys(a, b, (first, second))
     differences = [a[i][0] / max(a[i][1], 1) - b[i][0] / max(b[i][1], 1) for i in ids]
+    if len(differences) < 2:  # the test has no null distribution on one pair: no outcome, not a crash
+        raise Unverifiable(
+            f"a signed-rank test needs at least two paired documents; {first} and {second} share {len(differences)}"
+        )
     test = stats.signed_rank_test(differences, margin=margin, direction=direction)
     loss_a, loss_b = nats_per_token(a) or 0.0, nats_per_token(b) or 0.0
     figures = {

@@ -44,6 +44,11 @@ class _ManifestCommon(StrictModel):
         """How multiple-choice rows are read: by letter, once, at loop 1 (a choice file says otherwise)."""
         return {"scoring": "label", "permutations": 1, "loops": [1]}
 
+    def fewest_rows(self) -> dict[str, Any]:
+        """The fields that shrink this manifest to the fewest rows that still hold every depth, operation and part
+        it asks for (a dry run reads those: every code path, a handful of rows)."""
+        return {}
+
 
 class RuleChasingManifest(_ManifestCommon, LateOptions):
     generator: Literal["rule_chasing"]
@@ -89,6 +94,9 @@ class RuleChasingManifest(_ManifestCommon, LateOptions):
         what = "" if self.operation == "forward" else f" {self.operation}"
         return f"rule_chasing/{self.surface}{what} {self.alphabet} depth {self.depths[0]}-{self.depths[1]}"
 
+    def fewest_rows(self) -> dict[str, Any]:
+        return {"rows_per_depth": 1}
+
     def generator_params(self) -> dict[str, Any]:
         """The generator's keyword arguments (alphabet names resolve to symbols in the rows stage)."""
         return {
@@ -119,6 +127,9 @@ class ArithmeticManifest(_ManifestCommon):
 
     def describe(self) -> str:
         return f"arithmetic {self.per_op} per operation"
+
+    def fewest_rows(self) -> dict[str, Any]:
+        return {"per_op": 1}
 
     def generator_params(self) -> dict[str, Any]:
         return {"seed": self.seed, "split": self.split, "per_op": self.per_op, "version": self.version}
@@ -182,6 +193,9 @@ class ChoiceFileManifest(_ManifestCommon):
         reading = f"{self.scoring}" + (", 4 cyclic permutations" if self.permutations == 4 else "")
         return f"choice file {self.path} ({reading})"
 
+    def fewest_rows(self) -> dict[str, Any]:
+        return {"limit": min(self.limit or 4, 4)}
+
     def generator_params(self) -> dict[str, Any]:
         return {"path": self.path, "sha256": self.sha256, "limit": self.limit, "split": self.split}
 
@@ -232,6 +246,9 @@ class TextManifest(_ManifestCommon):
     def describe(self) -> str:
         return f"text/{self.source} {self.part} {self.documents} x ~{self.words} words"
 
+    def fewest_rows(self) -> dict[str, Any]:
+        return {"documents": 2}  # a paired loss test needs two documents
+
     def generator_params(self) -> dict[str, Any]:
         return {
             "source": self.source,
@@ -273,6 +290,9 @@ class WordProblemManifest(_ManifestCommon):
 
     def describe(self) -> str:
         return f"word problems, {self.steps[0]}-{self.steps[1]} transfers, answers 0-{self.answer_max}"
+
+    def fewest_rows(self) -> dict[str, Any]:
+        return {"rows_per_step": 1}
 
     def generator_params(self) -> dict[str, Any]:
         return {

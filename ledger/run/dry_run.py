@@ -1,54 +1,55 @@
-"""A dry run: every arm built from its base and one training step per stage, nothing written.
+"""A dry run: the protocol run end to end on a handful of rows, in a throwaway ledger that is deleted after.
 
-It exercises the same code a run does (``arms.runtime``: model construction through the
-registries, the stage's optimiser and schedule, its objective, the gates' readings and
-verdicts, the evaluation read) on a handful of rows, so a protocol that `ledger check`
-accepts but the code cannot execute fails here in seconds instead of an hour into a run.
-``ledger check --dry-run`` and the property test of complete validation call it.
+``ledger run`` itself runs (``ledger.run.runner``: registration, the bases and the reader's calibration, every
+arm built through the registries, each stage's optimiser, schedule and objective, its gates, the checkpoints and
+their lineage, the evaluation reads at every loop, the judging of every claim, the report) on the protocol's
+*miniature*: every manifest at its fewest rows that still hold each depth, operation and part
+(``fewest_rows``), every stage one step at a batch of at most ``ROWS`` (two where it warms up: its warm-up
+shortened to one step), every gate recorded rather than stopping. A protocol that `ledger check` accepts but
+the code cannot execute fails here in minutes instead of an hour into a run; a claim the run's evidence cannot
+judge fails it too. ``ledger check --dry-run``
+and the property test of complete validation call it.
 
 With ``random_weights`` no weights are needed: every base named by hub id, or by a local folder, is built
-from its ``config.json`` at its exact shape with seeded random weights (``arms.bases.shapes``), so a
-real-scale protocol is exercised on a machine that has never held its weights. The evaluation then reads
-one row of every depth of every manifest, so that every loop the protocol reads is run once, and a dense arm
-generates ``GENERATED`` tokens per row (random weights would run to its whole budget).
+from its ``config.json`` at its exact shape with seeded random weights (``arms.bases.shapes``), a dense arm
+generates ``GENERATED`` tokens per row (random weights would run to its whole budget), and an arm whose training
+state this machine cannot hold takes no step (said in the output: its kind's code path is another arm's).
+
+Registration's power and acquisition rules are off in the throwaway ledger (no claim can be won on one row per
+depth); the outcomes it prints say that the claims can be judged, not what they will be.
 """
 
 from __future__ import annotations
 
-import functools
+import copy
+import math
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.protocol.gates import GATE_KINDS
+import yaml
+
 from ledger.protocol.protocol import Protocol
-from ledger.run.reading import read_rows
 
-ROWS = 4  # rows per training step, gate reading and evaluation read
+ROWS = 4  # at most this many rows per training batch
 GENERATED = 4  # with random weights, tokens a dense arm generates per row: the loop runs, its length says nothing
-
-
-def sample(rows: list) -> list:
-    """``ROWS`` rows spread over the manifest (rows are ordered by depth: every depth gets a say)."""
-    return rows[:: max(1, len(rows) // ROWS)][:ROWS]
-
-
-def one_per_depth(rows: list) -> list:
-    """The first row of each depth: read at forced depth, every loop the manifest asks for runs once."""
-    seen: dict[Any, Any] = {}
-    for row in rows:
-        seen.setdefault(getattr(row, "depth", None), row)
-    return list(seen.values())
-
-
-def _base_correct(model: Any, tokenizer: Any, reader: Any, rows: list) -> dict[str, bool]:
-    """The base's own loop-1 reading of multiple-choice rows (a guardrail's reference)."""
-    from arms.runtime import base_choice_readings
-
-    return {r.row_id: bool(r.correct) for r in base_choice_readings(model, tokenizer, reader, rows)}
 
 
 class NoBase(LookupError):
     """A base the dry run cannot build: its weights are not here, or (random weights) no config.json describes it."""
+
+
+class DryRunFailed(RuntimeError):
+    """The miniature ran, but the run could not do what the protocol asks (a claim it cannot judge)."""
+
+
+@dataclass
+class DryRun:
+    """What the dry run did: a line per base, arm stage and arm, and each claim's outcome on its handful of rows."""
+
+    lines: list[str] = field(default_factory=list)
+    claims: dict[str, str] = field(default_factory=dict)  # claim id -> outcome in the throwaway ledger
 
 
 def memory_available() -> int | None:
@@ -87,6 +88,15 @@ def training_state_bytes(runtime: Any) -> int:
     return state
 
 
+def too_large_here(runtime: Any) -> str | None:
+    """Why this arm's training state does not fit this machine (more than 0.8 of what is free), else None."""
+    _release_memory()
+    needed, free = training_state_bytes(runtime), memory_available()
+    if free is None or needed <= 0.8 * free:
+        return None
+    return f"its training state needs {needed / 2**30:.1f} GiB beyond its weights, {free / 2**30:.1f} GiB are free"
+
+
 def _check_bases(protocol: Protocol, protocol_dir: Path, random_weights: bool) -> None:
     """``NoBase`` before any arm is built if a base its arms need cannot be: its weights are not here, or (random
     weights) neither they nor a config.json describing it are; a real-scale dry run fails in a second, not after
@@ -111,91 +121,158 @@ def _check_bases(protocol: Protocol, protocol_dir: Path, random_weights: bool) -
             raise NoBase(str(exc)) from None
 
 
-def _load(spec: Any, protocol_dir: Path, random_weights: bool) -> tuple[Any, Any, str]:
-    """(model, tokenizer, what was loaded) for a base: its weights, or with ``random_weights`` its shape."""
+def _shaped_bases(protocol: Protocol, protocol_dir: Path) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
+    """The bases built at their shape with random weights (base name -> (model, tokenizer)), and a line each; a
+    base whose weights are here but whose shape is not (a GGUF file) is left to the run, which loads it."""
+    from arms.bases.shapes import NoShape, shaped_base
     from ledger.protocol.bases import base_location
-    from ledger.run.bases import load_protocol_base, weights_sha256
 
-    location = base_location(spec, protocol_dir)
-    if random_weights and not location.startswith("builtin:") and spec.gguf_file is None:
-        from arms.bases.shapes import NoShape, shaped_base
-
+    bases, lines = {}, []
+    for name in sorted({arm.base for arm in protocol.arms}):
+        spec = protocol.bases[name]
+        location = base_location(spec, protocol_dir)
+        if location.startswith("builtin:") or spec.gguf_file is not None:
+            continue
         try:
             shaped = shaped_base(location, spec.dtype)
         except NoShape:
-            if not Path(location).expanduser().exists():  # a GGUF file or folder has its weights here: load them
-                raise
-        else:
-            tokenizer = "the built-in word tokenizer standing in" if shaped.tokenizer_stand_in else "its own tokenizer"
-            return shaped.model, shaped.tokenizer, f"random weights shaped by {shaped.config_file}, {tokenizer}"
-    model, tokenizer, files = load_protocol_base(spec, protocol_dir)  # hash-checked, as the run loads it
-    # hashed as the run records it: a base whose files cannot be read fails here, not after registration
-    sha = weights_sha256(files)
-    return model, tokenizer, f"{location}, " + (f"weights {sha[:12]}" if sha else "built-in, seeded weights")
+            continue  # _check_bases found its weights here
+        tokenizer = "the built-in word tokenizer standing in" if shaped.tokenizer_stand_in else "its own tokenizer"
+        bases[name] = (shaped.model, shaped.tokenizer)
+        lines.append(f"base {name}: random weights shaped by {shaped.config_file}, {tokenizer}")
+    return bases, lines
 
 
-def dry_run(protocol: Protocol, protocol_dir: Path, *, progress: Any = None, random_weights: bool = False) -> list[str]:
-    """One line per arm and stage that ran; ``NoBase`` for a base it cannot build, else whatever the code raises."""
-    from arms.bases.loading import BaseModelNotFound
-    from arms.bases.shapes import NoShape
-    from arms.runtime import build_runtime
-    from ledger.judge.gates import GateInputs
-    from ledger.reader.shared import Reader, row_symbols
-    from ledger.rows.builder import build_manifests
+def _mini_steps(stage: Any) -> int:
+    """A stage's steps in the miniature: one per checkpoint it records (``checkpoint_every``), else one, or two
+    where it warms up (a warm-up step, then one at the full rate)."""
+    if stage.checkpoint_every:
+        return max(2, math.ceil(stage.steps / stage.checkpoint_every))
+    schedule = stage.optimizer.schedule
+    return 2 if schedule and schedule.warmup_steps else 1
 
-    manifests = {name: list(manifest.rows) for name, manifest in build_manifests(protocol).items()}
-    symbols = list(dict.fromkeys(symbol for rows in manifests.values() for row in rows for symbol in row_symbols(row)))
-    _check_bases(protocol, protocol_dir, random_weights)
-    bases: dict[str, tuple] = {}
-    done = []
-    stepped_by_kind: dict[str, str] = {}  # a kind's name -> the first arm of it whose step this machine took
-    for arm in protocol.arms:
-        if random_weights and arm.evaluation.max_new_tokens > GENERATED:  # random weights never stop on their own
-            shorter = arm.evaluation.model_copy(update={"max_new_tokens": GENERATED})
-            arm = arm.model_copy(update={"evaluation": shorter})
-        if arm.base not in bases:
-            spec = protocol.bases[arm.base]
-            try:
-                model, tokenizer, loaded = _load(spec, protocol_dir, random_weights)
-            except (BaseModelNotFound, NoShape) as exc:
-                raise NoBase(str(exc)) from None
-            done.append(f"base {arm.base}: {loaded}")
-            if progress is not None:
-                progress(done[-1])
-            bases[arm.base] = (model, tokenizer, Reader(symbols, tokenizer=tokenizer, chat_template=spec.chat_template))
-        model, tokenizer, reader = bases[arm.base]
-        runtime = build_runtime(arm, model, tokenizer, reader)
-        for stage in arm.stages:
-            needed, free = training_state_bytes(runtime), memory_available()
-            if random_weights and free is not None and needed > 0.8 * free:
-                # a real-scale arm larger than this machine: its code path is the same as a smaller arm's of its kind
-                stepped = stepped_by_kind.get(arm.kind)
-                same = f"arm {stepped}, of its kind {arm.kind}, took its step" if stepped else "no arm of its kind did"
-                done.append(
-                    f"{arm.id} {stage.id}: step not taken: its training state needs {needed / 2**30:.1f} GiB beyond "
-                    f"its weights, {free / 2**30:.1f} GiB are free here ({same})"
-                )
-                if progress is not None:
-                    progress(done[-1])
-                continue
-            stepped_by_kind.setdefault(arm.kind, arm.id)
+
+def _mini_step(protocol: Protocol, claim: dict, step: int) -> int:
+    """A claim's ``at_step`` in the miniature: the same checkpoint (a stage's last step, or its n-th
+    ``checkpoint_every`` checkpoint) of the first arm it names."""
+    arm_id = (claim.get("arms") or [claim.get("arm")])[0]
+    for stage in protocol.arm(arm_id).stages if not str(arm_id).startswith("base:") else []:
+        if stage.steps == step:
+            return _mini_steps(stage)
+        if stage.checkpoint_every and step % stage.checkpoint_every == 0 and step < stage.steps:
+            return step // stage.checkpoint_every
+    return step
+
+
+def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool) -> Path:
+    """The protocol as the dry run runs it, written into ``folder`` with copies of its claim files: the fewest
+    rows per manifest, one step per stage, every gate recorded; relative paths made absolute. Returns its path."""
+    from ledger.protocol.arms import ARM_KINDS
+    from ledger.protocol.bases import base_location
+    from ledger.protocol.manifests import GENERATORS
+
+    protocol_dir = path.resolve().parent
+    document = copy.deepcopy(yaml.safe_load(path.read_text(encoding="utf-8")))
+    for name, base in document["bases"].items():
+        if str(base["source"]).startswith(("./", "../")):
+            base["source"] = base_location(protocol.bases[name], protocol_dir)
+    for raw, spec in zip(document["manifests"], protocol.manifests, strict=True):
+        raw.update(spec.fewest_rows())
+        if GENERATORS[spec.generator].reads_files:
+            raw["path"] = str((protocol_dir / raw["path"]).resolve())
+    for raw_arm, arm in zip(document["arms"], protocol.arms, strict=True):
+        for raw_stage, stage in zip(raw_arm.get("stages") or [], arm.stages, strict=True):
             schedule = stage.optimizer.schedule
-            one_step = stage.model_copy(update={"steps": 1 + (schedule.warmup_steps if schedule else 0)})
-            rows = [row for name in stage.manifests() for row in sample(manifests[name])]
-            runtime.train_stage(one_step, rows, (protocol.seed, arm.id, stage.id, "dry"))
-            for gate_id in stage.gates:
-                gate = next(gate for gate in protocol.gates if gate.id == gate_id)
-                rows = sample(manifests[gate.manifest])
-                readings = read_rows(runtime, arm, protocol.manifest(gate.manifest), rows)
-                base = functools.partial(_base_correct, model, tokenizer, reader, rows)  # read if the gate asks
-                GATE_KINDS.implementation(gate.kind)(gate, GateInputs(rows, readings, base))
-            done.append(f"{arm.id} {stage.id}: {stage.objective}, one step; {runtime.first_update.summary()}")
-            if progress is not None:
-                progress(done[-1])
-        for manifest_id in arm.evaluation.manifests:
-            rows = (one_per_depth if random_weights else sample)(manifests[manifest_id])
-            read_rows(runtime, arm, protocol.manifest(manifest_id), rows)
-        done.append(f"{arm.id}: evaluation read")
-        del runtime  # the next arm's copy and training state in its place, not beside it
-        _release_memory()
+            warmed = bool(schedule and schedule.warmup_steps)
+            if warmed:  # one warm-up step, then one at the full rate (the step whose first update is measured)
+                raw_stage["optimizer"] = {**raw_stage["optimizer"], "schedule": {**raw_stage["optimizer"]["schedule"]}}
+                raw_stage["optimizer"]["schedule"]["warmup_steps"] = 1
+            raw_stage["steps"] = _mini_steps(stage)
+            raw_stage["batch_size"] = min(stage.batch_size, ROWS)
+            if stage.checkpoint_every:
+                raw_stage["checkpoint_every"] = 1  # each of the stage's checkpoints, one step apart
+        evaluation = raw_arm.setdefault("evaluation", {})
+        if random_weights and "max_new_tokens" in ARM_KINDS[arm.kind].evaluation_options:
+            evaluation["max_new_tokens"] = min(arm.evaluation.max_new_tokens, GENERATED)
+        evaluation["latency_sample_per_depth"] = min(arm.evaluation.latency_sample_per_depth, 1)
+    for gate in document.get("gates") or []:
+        gate["action"] = "flag"  # random weights fail every gate: each is read and recorded, none stops an arm
+    (folder / "protocols").mkdir()
+    (folder / "claims").mkdir()
+    claims: list[str] = []
+    for relative in protocol.claims:
+        source = (protocol_dir / relative).resolve()
+        copy_name = f"{len(claims)}-{source.name}"
+        claim_file = yaml.safe_load(source.read_text(encoding="utf-8"))
+        for claim in claim_file.get("claims") or []:
+            if claim.get("at_step") is not None:
+                claim["at_step"] = _mini_step(protocol, claim, int(claim["at_step"]))
+        (folder / "claims" / copy_name).write_text(yaml.safe_dump(claim_file, sort_keys=False), encoding="utf-8")
+        claims.append(f"../claims/{copy_name}")
+    document["claims"] = claims
+    small = folder / "protocols" / path.name
+    small.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return small
+
+
+def dry_run(path: Path, *, progress: Any = None, random_weights: bool = False) -> DryRun:
+    """The protocol at ``path`` run on its miniature in a throwaway ledger; ``NoBase`` for a base it cannot build,
+    ``DryRunFailed`` for a claim the run cannot judge, else whatever the code raises."""
+    from ledger.protocol.check import check_protocol_file
+    from ledger.run.rehearsal import Rehearsal
+    from ledger.run.runner import Runner
+
+    path = Path(path)
+    protocol = check_protocol_file(path).protocol
+    _check_bases(protocol, path.resolve().parent, random_weights)
+    done = DryRun()
+    bases: dict[str, tuple[Any, Any]] = {}
+    if random_weights:
+        bases, done.lines = _shaped_bases(protocol, path.resolve().parent)
+    shaped = set(bases)
+    with tempfile.TemporaryDirectory(prefix="ledger-dry-run-") as scratch:
+        folder = Path(scratch)
+        small = miniature(path, protocol, folder, random_weights)
+        rehearsal = Rehearsal(
+            bases, registration_rules=False, leave_out=too_large_here if random_weights else None, progress=progress
+        )
+        runner = Runner(
+            small,
+            db=f"sqlite:///{folder / 'ledger.db'}",
+            out=folder / "run",
+            resume=False,
+            arms=None,
+            progress=False,
+            rehearsal=rehearsal,
+        )
+        try:
+            result = runner.run()
+        finally:
+            bases.clear()
+            _release_memory()
+        assert result is not None  # one process: the run is its own main rank
+        log = (folder / "run" / "run.log").read_text(encoding="utf-8") if (folder / "run" / "run.log").is_file() else ""
+    from ledger.protocol.bases import base_location
+    from ledger.run.bases import weights_sha256
+
+    for name, (_, _, files) in runner.loaded.items():  # the bases the run loaded itself: where from, hashed as recorded
+        if name not in shaped:
+            sha = weights_sha256(files)
+            where = base_location(protocol.bases[name], path.resolve().parent)
+            done.lines.insert(
+                0, f"base {name}: {where}, " + (f"weights {sha[:12]}" if sha else "built-in, seeded weights")
+            )
+    said = ("step not taken", "first update:")  # what each stage's step did, as the run logged it
+    done.lines += [line.split(" INFO ", 1)[-1] for line in log.splitlines() if any(what in line for what in said)]
+    for outcome in result.arms:
+        stages = ", ".join(f"{gate['gate']} {'passed' if gate['passed'] else 'failed'}" for gate in outcome.gates)
+        done.lines.append(f"{outcome.arm}: {outcome.status}" + (f" (gates: {stages})" if stages else ""))
+    unjudged = []
+    for verdict in result.claims:
+        done.claims[verdict.claim_id] = verdict.outcome
+        if verdict.outcome == "unverifiable" and verdict.figures.get("preconditions_met") is not False:
+            unjudged.append(f"{verdict.claim_id}: {verdict.reason}")
+    if result.claims_waiting_for or unjudged:
+        waiting = f"arm(s) {', '.join(result.claims_waiting_for)} did not finish" if result.claims_waiting_for else ""
+        raise DryRunFailed(f"the run cannot judge claim {unjudged[0]}" if unjudged else waiting)
     return done

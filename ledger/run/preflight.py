@@ -49,11 +49,12 @@ def calibrate_reader(reader: Reader, protocol: Protocol, manifests: dict[str, An
     return cells
 
 
-def preflight(checked: CheckedProtocol, manifests: dict[str, Any]) -> None:
-    """Power and acquisition at registration, then the tokenizer-free calibration: before any database is
-    opened."""
-    refuse_unwinnable(checked.claim_files, manifests)
-    refuse_unacquired(checked.claim_files, manifests)
+def preflight(checked: CheckedProtocol, manifests: dict[str, Any], *, rules: bool = True) -> None:
+    """Power and acquisition at registration (``rules``: a dry run's throwaway ledger, whose handful of rows
+    no claim could win, leaves them out), then the tokenizer-free calibration: before any database is opened."""
+    if rules:
+        refuse_unwinnable(checked.claim_files, manifests)
+        refuse_unacquired(checked.claim_files, manifests)
     read = read_manifests(checked.protocol, manifests)
     if read:
         reader = Reader(reader_symbols(read.values()))

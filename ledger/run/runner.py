@@ -37,6 +37,7 @@ from ledger.run.bases import RunRefused, check_bases_available, load_protocol_ba
 from ledger.run.progress import Progress
 from ledger.run.reading import read_rows
 from ledger.run.records import RunRecords
+from ledger.run.rehearsal import Rehearsal
 from ledger.run.results import ArmOutcome, RunResult
 from ledger.run.stage_gates import StageGates
 from ledger.run.stage_training import StageTraining
@@ -68,6 +69,7 @@ class Runner:
         artifacts: str | Path | None = None,
         judge: bool = True,
         also_db: list[str] | None = None,
+        rehearsal: Rehearsal | None = None,
     ):
         self.protocol_path = Path(protocol_path)
         self.also_db = list(also_db or [])  # other ledgers (a team's tuning ledgers) the peeking rules consult
@@ -94,7 +96,11 @@ class Runner:
         # read once (``_read_inputs``), before anything is written
         self.manifests: dict[str, Manifest] = {}
         self.manifest_sha: dict[str, str] = {}
-        self.loaded: dict[str, tuple] = {}  # base name -> (model, tokenizer, files)
+        # what a dry run changes (``ledger.run.dry_run``): bases it built, registration rules off, steps left out
+        self.rehearsal = rehearsal or Rehearsal()
+        self.loaded: dict[str, tuple] = {  # base name -> (model, tokenizer, files)
+            name: (model, tokenizer, []) for name, (model, tokenizer) in self.rehearsal.bases.items()
+        }
         self.bases: dict[str, tuple] = {}  # base name -> (model, tokenizer, recorded sha)
         self.readers: dict[str, Any] = {}  # base name -> its calibrated reader
         self.fault = _parse_fault(os.environ.get("LEDGER_FAULT_INJECTION"))
@@ -121,7 +127,8 @@ class Runner:
             from ledger.run.preflight import preflight
 
             manifests = build_manifests(self.protocol)
-            preflight(self.checked, manifests)  # power and the reader's calibration, before any write
+            # power and the reader's calibration, before any write
+            preflight(self.checked, manifests, rules=self.rehearsal.registration_rules)
             self.manifests = manifests
             self.manifest_sha = {name: m.sha256 for name, m in self.manifests.items()}
 
@@ -137,7 +144,8 @@ class Runner:
 
     def run(self) -> RunResult | None:
         """The run's result (None on a data-parallel rank other than 0, which records nothing)."""
-        check_bases_available(self.protocol, self.protocol_dir, self.arm_ids)
+        to_load = [arm_id for arm_id in self.arm_ids if self.protocol.arm(arm_id).base not in self.loaded]
+        check_bases_available(self.protocol, self.protocol_dir, to_load)
         from arms.device import deterministic_settings, resolve_device
         from arms.train.distributed import leave, rank_device, world_from_env
         from ledger.audit.preregistration import register, registration_of
@@ -186,7 +194,14 @@ class Runner:
         from ledger.store import open_other_ledgers
 
         with open_other_ledgers(self.also_db) as also:
-            register(self.store, self.protocol_path, self.checked, self.manifests, also)
+            register(
+                self.store,
+                self.protocol_path,
+                self.checked,
+                self.manifests,
+                also,
+                rules=self.rehearsal.registration_rules,
+            )
             self.sha = registration_of(self.store, self.protocol)
             # a tuning run reads no frozen evaluation problem, even of a protocol registered after this one
             refuse_exploratory_peek(self.store, self.protocol, self.manifests, also)
@@ -218,7 +233,7 @@ class Runner:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         for old in log.handlers:  # a second pass of this runner (--parallel's judging pass) appends again
             old.close()
-        log.handlers = [handler]
+        log.handlers = [handler, *self.rehearsal.log_handlers()]
         log.setLevel(logging.INFO)
         log.propagate = False
 

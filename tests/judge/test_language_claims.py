@@ -61,6 +61,9 @@ def test_paired_loss_supported_refuted_and_unverifiable():
     assert evaluate_claim(loss_claim(direction="at_most", margin=0.1), swapped).outcome == "refuted"
     missing = Evidence({("A", "A-end", 4): docs(better)})
     assert evaluate_claim(loss_claim(), missing).outcome == "unverifiable"
+    one = Evidence({("A", "A-end", 4): docs(better[:1]), ("B", "B-end", 4): docs(worse[:1])})
+    result = evaluate_claim(loss_claim(direction="less"), one)  # found by a dry run: it raised, now it says why
+    assert result.outcome == "unverifiable" and "at least two paired documents" in result.reason
 
 
 def flops_claim(metric, arms=("A", "B"), loops=(4, 4), **fields):
