@@ -178,6 +178,8 @@ class ArmRuntime:
             lr=stage.optimizer.lr,
             weight_decay=stage.optimizer.weight_decay,
             group_lr_multipliers=dict(stage.optimizer.group_lrs) or None,
+            adamw_lr=stage.optimizer.adamw_lr,
+            betas=stage.optimizer.betas,
         )
         self.model.train()
         self.step_records = {}
@@ -189,7 +191,13 @@ class ArmRuntime:
             batch = world.shard(draw_batch(rows, stage.batch_size, *seed_parts, step))
             if schedule is not None:
                 optimizer.set_lr_scale(schedule.scale(step, stage.steps))
-            taken = take_step(optimizer, functools.partial(self.loss, batch, stage, step), trainable, world=world)
+            taken = take_step(
+                optimizer,
+                functools.partial(self.loss, batch, stage, step),
+                trainable,
+                grad_clip=stage.optimizer.grad_clip,
+                world=world,
+            )
             self.first_update.after_step(taken.updated, f"stage {stage.id}, step {step}: ")
             losses.add(step, taken.loss)
             if step in self.step_records and world.parallel:  # every rank's tokens, not only this one's

@@ -21,7 +21,7 @@ import torch
 
 from arms.train.distributed import SINGLE, World
 
-GRAD_CLIP = 1.0  # global gradient-norm clip of every stage
+GRAD_CLIP = 1.0  # global gradient-norm clip: a stage's optimizer.grad_clip, where it says none
 LOSS_COPY_EVERY = 10  # steps between copies of the losses to the host (each one waits for the device)
 
 

@@ -195,9 +195,16 @@ def _register_once(
 ) -> Registration:
     versions = registered_versions(store, protocol.name)
     if any(version.sha256 == protocol.sha256 for version in versions):
-        manifests = {manifest.name: manifest.sha256 for manifest in store.manifests_of([protocol.sha256])}
+        registered = {manifest.name: manifest.sha256 for manifest in store.manifests_of([protocol.sha256])}
+        for name, manifest in (manifests or {}).items():  # a local file pinned by its rows, changed since
+            if registered.get(name) not in (None, manifest.sha256):
+                raise RegistrationRefused(
+                    f"manifest {name} of {protocol.name!r}: its rows now hash to {manifest.sha256[:12]}, registered "
+                    f"as {registered[name][:12]}: the file it reads changed since registration (put the "
+                    "registered file back, or give the protocol a new version with `ledger deviate`)"
+                )
         claims = [claim.claim_id for claim in store.claims() if claim.protocol_sha256 == protocol.sha256]
-        return Registration(protocol, protocol.sha256, manifests, claims, already=True)
+        return Registration(protocol, protocol.sha256, registered, claims, already=True)
     if versions:
         raise RegistrationRefused(
             f"protocol {protocol.name!r} is already registered as {versions[-1].sha256[:12]} and this file differs: "

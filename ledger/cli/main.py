@@ -107,6 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
             "tokens, and an arm whose training state this machine cannot hold takes no step (said)"
         ),
     )
+    check.add_argument(
+        "--memory-limit",
+        type=float,
+        metavar="GIB",
+        help=(
+            "with --random-weights: the GiB the dry run keeps under; an arm whose training step (state and "
+            "activations beside what the run holds) would pass it takes no step, and says so (default: 0.8 of "
+            "what the run holds plus what the machine has free)"
+        ),
+    )
     check.set_defaults(handler=cmd_check)
 
     schema = commands.add_parser(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -357,6 +358,14 @@ class Stage(_LateOptions):
                 f"warmup_steps ({schedule.warmup_steps}) must be fewer than the stage's steps ({self.steps})",
                 ["optimizer", "schedule", "warmup_steps"],
             )
+        if schedule is not None and schedule.decay_fraction is not None:
+            decay = math.ceil(schedule.decay_fraction * self.steps)
+            if schedule.warmup_steps + decay > self.steps:
+                raise _located(
+                    f"the warm-up ({schedule.warmup_steps} steps) and the decay ({decay} of {self.steps} steps) "
+                    "overlap: shorten one",
+                    ["optimizer", "schedule", "decay_fraction"],
+                )
         return self
 
 

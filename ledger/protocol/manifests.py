@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -48,6 +49,11 @@ class _ManifestCommon(StrictModel):
         """The fields that shrink this manifest to the fewest rows that still hold every depth, operation and part
         it asks for (a dry run reads those: every code path, a handful of rows)."""
         return {}
+
+    def file_to_come(self, folder: Path | None) -> Path | None:
+        """The local file this manifest reads, where the user has yet to put it and registration will pin it
+        (``ledger check`` names it; ``ledger register`` needs it); None for every other manifest."""
+        return None
 
 
 class RuleChasingManifest(_ManifestCommon, LateOptions):
@@ -154,13 +160,24 @@ GENERATORS.add(
 )
 
 
-class ChoiceFileManifest(_ManifestCommon):
+class ChoiceFileManifest(_ManifestCommon, LateOptions):
     """Multiple-choice rows from a local JSONL file in the ARC schema (``question``, ``choices`` {text, label},
-    ``answerKey``; AI2's nesting under ``question.stem`` too), pinned by the file's SHA-256."""
+    ``answerKey``; AI2's nesting under ``question.stem`` too), pinned by the file's SHA-256, or (a public
+    benchmark, ``ids``) by its questions' ids and, at registration, its rows."""
 
     generator: Literal["choice_file"]
     path: str = Field(description="The JSONL file, relative to the protocol file (or absolute).")
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the file's bytes: another file is refused.")
+    sha256: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 of the file's bytes: another file is refused. Optional with `ids`.",
+    )
+    ids: Literal["arc_easy", "arc_challenge"] | None = Field(
+        default=None,
+        description="A public benchmark whose questions the file must hold, each once, by the dataset's ids "
+        "(shipped with ledger: the split-bridge paper's release, every split); the rows are then pinned at "
+        "registration, and a file whose rows differ later is refused.",
+    )
     limit: int | None = Field(default=None, ge=1, description="Only the first this many records.")
     scoring: Literal["label", "loglik"] = Field(
         default="label",
@@ -174,8 +191,12 @@ class ChoiceFileManifest(_ManifestCommon):
     )
     loops: list[int] = Field(default=[1], min_length=1, description="Read at these loops (recurrent arms).")
 
+    _late_options = ("ids",)
+
     @model_validator(mode="after")
     def _reading(self) -> ChoiceFileManifest:
+        if self.sha256 is None and self.ids is None:
+            raise _located("a choice file is pinned: give its sha256, or the benchmark whose ids it holds (ids)", [])
         if self.permutations == 4 and self.scoring != "label":
             raise _located("permutations: 4 rotates the options over their letters: it needs scoring: label", [])
         if sorted(set(self.loops)) != self.loops or self.loops[0] < 1:
@@ -196,8 +217,15 @@ class ChoiceFileManifest(_ManifestCommon):
     def fewest_rows(self) -> dict[str, Any]:
         return {"limit": min(self.limit or 4, 4)}
 
+    def file_to_come(self, folder: Path | None) -> Path | None:
+        if self.sha256 is not None or self.ids is None:
+            return None
+        file = Path(self.path) if Path(self.path).is_absolute() else (folder or Path.cwd()) / self.path
+        return None if file.is_file() else file.resolve()
+
     def generator_params(self) -> dict[str, Any]:
-        return {"path": self.path, "sha256": self.sha256, "limit": self.limit, "split": self.split}
+        params = {"path": self.path, "sha256": self.sha256, "limit": self.limit, "split": self.split}
+        return params | ({"ids": self.ids} if self.ids else {})
 
 
 GENERATORS.add(

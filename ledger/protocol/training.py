@@ -22,15 +22,33 @@ class RecurrenceKind(Kind):
 RECURRENCES: Registry[RecurrenceKind] = Registry("recurrence schedule")
 
 
-class LrSchedule(StrictModel):
+class LrSchedule(_LateOptions):
     """How a stage's learning rate moves: a multiplier on every group's lr (ratios kept)."""
 
-    kind: Literal["constant", "cosine", "linear"]
+    kind: Literal["constant", "cosine", "linear", "wsd"]
     warmup_steps: int = Field(default=0, ge=0, description="Linear warm-up from lr/warmup_steps to lr.")
     min_lr_ratio: float = Field(default=0.1, ge=0, le=1, description="cosine/linear: the last step's lr is lr x this.")
+    decay_fraction: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="wsd (warmup-stable-decay, the design-M seed's schedule: transformers' `warmup_stable_decay`): "
+        "the share of the stage's steps, at its end, over which the rate decays by a half cosine to "
+        "lr x min_lr_ratio; the warm-up rises linearly from lr x min_lr_ratio, and the rate holds between.",
+    )
+
+    _late_options = ("decay_fraction",)
+
+    @model_validator(mode="after")
+    def _decay(self) -> LrSchedule:
+        if (self.kind == "wsd") != (self.decay_fraction is not None):
+            raise _located("decay_fraction is the wsd schedule's, and wsd needs it", ["decay_fraction"])
+        return self
 
     def scale(self, step: int, steps: int) -> float:
         """The multiplier at 0-based ``step`` of ``steps``."""
+        if self.kind == "wsd":
+            return self._warmup_stable_decay(step, steps)
         if self.warmup_steps and step < self.warmup_steps:
             return (step + 1) / self.warmup_steps
         if self.kind == "constant":
@@ -41,6 +59,21 @@ class LrSchedule(StrictModel):
         if self.kind == "linear":
             return floor + (1 - floor) * (1 - progress)
         return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    def _warmup_stable_decay(self, step: int, steps: int) -> float:
+        """transformers' ``get_wsd_schedule`` (linear warm-up, cosine decay), as the seed calls it: the decay's
+        steps rounded up from the fraction, the stable part the rest (the tests hold it to transformers')."""
+        floor, warmup = self.min_lr_ratio, self.warmup_steps
+        decay = math.ceil(float(self.decay_fraction or 0) * steps)
+        stable = steps - warmup - decay
+        if step < warmup:
+            return max(0.0, (step / max(1, warmup)) * (1 - floor) + floor)
+        if step < warmup + stable:
+            return 1.0
+        if step < warmup + stable + decay:
+            progress = (step - warmup - stable) / max(1, decay)
+            return max(0.0, 0.5 * (1 + math.cos(math.pi * progress)) * (1 - floor) + floor)
+        return floor
 
 
 # Design M's learning rates (McLeish et al.: Muon stable at 1e-3 where AdamW at 5e-5 spiked): the default lr of
@@ -57,8 +90,28 @@ class Optimizer(_LateOptions):
         description="Per-tensor-group learning-rate multipliers (e.g. bridge_p: 0.1). Groups are whole tensors.",
     )
     schedule: LrSchedule | None = Field(default=None, description="Learning-rate schedule; none: constant lr.")
+    grad_clip: float = Field(
+        default=1.0, gt=0, description="The global gradient-norm clip of each step (the split-bridge paper: 0.5)."
+    )
+    adamw_lr: float | None = Field(
+        default=None,
+        gt=0,
+        description="muon: the rate of the tensors Muon leaves to AdamW (embeddings, output head, norms); the "
+        "design-M seed: 5e-5 beside Muon's 1e-3. Default: lr.",
+    )
+    betas: tuple[float, float] = Field(
+        default=(0.9, 0.999), description="AdamW's betas (the design-M seed: 0.9, 0.95)."
+    )
 
-    _late_options = ("schedule",)
+    _late_options = ("schedule", "grad_clip", "adamw_lr", "betas")
+
+    @model_validator(mode="after")
+    def _adamw_options(self) -> Optimizer:
+        if self.adamw_lr is not None and self.kind != "muon":
+            raise _located("adamw_lr is the rate of what Muon leaves to AdamW: give it with kind: muon", ["adamw_lr"])
+        if not all(0 <= beta < 1 for beta in self.betas):
+            raise _located("betas: two numbers in [0, 1)", ["betas"])
+        return self
 
     @model_validator(mode="before")
     @classmethod

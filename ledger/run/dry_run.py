@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import tempfile
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -88,13 +90,45 @@ def training_state_bytes(runtime: Any) -> int:
     return state
 
 
-def too_large_here(runtime: Any) -> str | None:
-    """Why this arm's training state does not fit this machine (more than 0.8 of what is free), else None."""
+def resident_bytes() -> int:
+    """What this process holds in memory now (Linux's /proc/self/statm), 0 where the system does not say."""
+    try:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+ROW_TOKENS = 256  # the tokens a miniature's row is taken to hold, for the logits a training step keeps
+
+
+def activation_bytes(runtime: Any) -> int:
+    """The largest activations of a step at the miniature's batch: the fp32 logits over the vocabulary, kept
+    three times (logits, their log-softmax, its gradient), which at real vocabularies outweigh the rest."""
+    vocabulary = int(getattr(getattr(runtime.model, "config", None), "vocab_size", 0) or 0)
+    return ROWS * ROW_TOKENS * vocabulary * 4 * 3
+
+
+def memory_limit_bytes(limit_gib: float | None) -> float | None:
+    """The ceiling a dry run keeps to: ``limit_gib`` where given, else 0.8 of what this process holds plus what
+    the machine has free (None where the machine does not say)."""
+    if limit_gib is not None:
+        return limit_gib * 2**30
+    free = memory_available()
+    return None if free is None else 0.8 * (free + resident_bytes())
+
+
+def too_large_here(runtime: Any, limit_gib: float | None = None) -> str | None:
+    """Why this arm's training step would take the process past its memory ceiling (``memory_limit_bytes``),
+    counting what it holds now, the training state and the step's activations; else None."""
     _release_memory()
-    needed, free = training_state_bytes(runtime), memory_available()
-    if free is None or needed <= 0.8 * free:
+    limit = memory_limit_bytes(limit_gib)
+    held, needed = resident_bytes(), training_state_bytes(runtime) + activation_bytes(runtime)
+    if limit is None or held + needed <= limit:
         return None
-    return f"its training state needs {needed / 2**30:.1f} GiB beyond its weights, {free / 2**30:.1f} GiB are free"
+    return (
+        f"its training state and activations need {needed / 2**30:.1f} GiB beside the {held / 2**30:.1f} GiB "
+        f"held, past the {limit / 2**30:.1f} GiB ceiling"
+    )
 
 
 def _check_bases(protocol: Protocol, protocol_dir: Path, random_weights: bool) -> None:
@@ -145,11 +179,14 @@ def _shaped_bases(protocol: Protocol, protocol_dir: Path) -> tuple[dict[str, tup
 
 def _mini_steps(stage: Any) -> int:
     """A stage's steps in the miniature: one per checkpoint it records (``checkpoint_every``), else one, or two
-    where it warms up (a warm-up step, then one at the full rate)."""
-    if stage.checkpoint_every:
-        return max(2, math.ceil(stage.steps / stage.checkpoint_every))
+    where it warms up (a warm-up step, then one at the full rate); a warmup-stable-decay schedule has a step of
+    each of its parts."""
     schedule = stage.optimizer.schedule
-    return 2 if schedule and schedule.warmup_steps else 1
+    warmed = bool(schedule and schedule.warmup_steps)
+    least = 1 + warmed + 1 if schedule and schedule.kind == "wsd" else 1  # a warm-up, a stable and a decay step
+    if stage.checkpoint_every:
+        return max(2, least, math.ceil(stage.steps / stage.checkpoint_every))
+    return max(least, 2 if warmed else 1)
 
 
 def _mini_step(protocol: Protocol, claim: dict, step: int) -> int:
@@ -164,21 +201,44 @@ def _mini_step(protocol: Protocol, claim: dict, step: int) -> int:
     return step
 
 
+def _stand_in_questions(folder: Path, spec: Any) -> Path:
+    """For a benchmark file the user has not put in place: ``ROWS`` questions in its schema under the benchmark's
+    first ids, so that the dry run reads the manifest as the run will (their answers mean nothing)."""
+    import json
+
+    from ledger.rows.tasks.benchmarks import benchmark_ids
+
+    file = folder / "stand-in" / f"{spec.id}.jsonl"
+    file.parent.mkdir(exist_ok=True)
+    lines = []
+    for number, row_id in enumerate(list(benchmark_ids(spec.ids))[:ROWS]):
+        options = {"text": ["one", "two", "three", "four"], "label": ["A", "B", "C", "D"]}
+        question = f"Stand-in question {number + 1} of {spec.ids} (its file is not here yet): which?"
+        lines.append(json.dumps({"id": row_id, "question": question, "choices": options, "answerKey": "B"}))
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return file
+
+
 def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool) -> Path:
     """The protocol as the dry run runs it, written into ``folder`` with copies of its claim files: the fewest
-    rows per manifest, one step per stage, every gate recorded; relative paths made absolute. Returns its path."""
+    rows per manifest, one step per stage, every gate recorded; relative paths made absolute, a benchmark file not
+    in place yet replaced by stand-in questions (``_stand_in_questions``). Returns its path."""
     from ledger.protocol.arms import ARM_KINDS
     from ledger.protocol.bases import base_location
     from ledger.protocol.manifests import GENERATORS
+    from ledger.rows.builder import files_to_come
 
     protocol_dir = path.resolve().parent
     document = copy.deepcopy(yaml.safe_load(path.read_text(encoding="utf-8")))
     for name, base in document["bases"].items():
         if str(base["source"]).startswith(("./", "../")):
             base["source"] = base_location(protocol.bases[name], protocol_dir)
+    to_come = files_to_come(protocol)
     for raw, spec in zip(document["manifests"], protocol.manifests, strict=True):
         raw.update(spec.fewest_rows())
-        if GENERATORS[spec.generator].reads_files:
+        if spec.id in to_come:
+            raw["path"] = str(_stand_in_questions(folder, spec))
+        elif GENERATORS[spec.generator].reads_files:
             raw["path"] = str((protocol_dir / raw["path"]).resolve())
     for raw_arm, arm in zip(document["arms"], protocol.arms, strict=True):
         for raw_stage, stage in zip(raw_arm.get("stages") or [], arm.stages, strict=True):
@@ -188,6 +248,9 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
                 raw_stage["optimizer"] = {**raw_stage["optimizer"], "schedule": {**raw_stage["optimizer"]["schedule"]}}
                 raw_stage["optimizer"]["schedule"]["warmup_steps"] = 1
             raw_stage["steps"] = _mini_steps(stage)
+            if schedule is not None and schedule.kind == "wsd":  # its decay: the last step
+                raw_stage["optimizer"] = {**raw_stage["optimizer"], "schedule": {**raw_stage["optimizer"]["schedule"]}}
+                raw_stage["optimizer"]["schedule"]["decay_fraction"] = 1 / raw_stage["steps"]
             raw_stage["batch_size"] = min(stage.batch_size, ROWS)
             if stage.checkpoint_every:
                 raw_stage["checkpoint_every"] = 1  # each of the stage's checkpoints, one step apart
@@ -215,9 +278,12 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
     return small
 
 
-def dry_run(path: Path, *, progress: Any = None, random_weights: bool = False) -> DryRun:
+def dry_run(
+    path: Path, *, progress: Any = None, random_weights: bool = False, memory_limit_gib: float | None = None
+) -> DryRun:
     """The protocol at ``path`` run on its miniature in a throwaway ledger; ``NoBase`` for a base it cannot build,
-    ``DryRunFailed`` for a claim the run cannot judge, else whatever the code raises."""
+    ``DryRunFailed`` for a claim the run cannot judge, else whatever the code raises. With random weights, an
+    arm's stage takes no step where it would pass ``memory_limit_gib`` (``memory_limit_bytes``)."""
     from ledger.protocol.check import check_protocol_file
     from ledger.run.rehearsal import Rehearsal
     from ledger.run.runner import Runner
@@ -230,12 +296,15 @@ def dry_run(path: Path, *, progress: Any = None, random_weights: bool = False) -
     if random_weights:
         bases, done.lines = _shaped_bases(protocol, path.resolve().parent)
     shaped = set(bases)
+    from ledger.rows.builder import files_to_come
+
+    for name, file in files_to_come(protocol).items():
+        done.lines.append(f"manifest {name}: {file} is not here yet: {ROWS} stand-in questions under its first ids")
     with tempfile.TemporaryDirectory(prefix="ledger-dry-run-") as scratch:
         folder = Path(scratch)
         small = miniature(path, protocol, folder, random_weights)
-        rehearsal = Rehearsal(
-            bases, registration_rules=False, leave_out=too_large_here if random_weights else None, progress=progress
-        )
+        leave_out = partial(too_large_here, limit_gib=memory_limit_gib) if random_weights else None
+        rehearsal = Rehearsal(bases, registration_rules=False, leave_out=leave_out, progress=progress)
         runner = Runner(
             small,
             db=f"sqlite:///{folder / 'ledger.db'}",

@@ -114,3 +114,104 @@ def test_bridge_options_are_absent_from_the_canonical_form_unless_asked_for():
         "A_large_cosine_answer": (False, "answer"),
         "E_large_cosine_answer": (False, "answer"),
     }
+
+
+@pytest.mark.parametrize("clip", [None, 0.5])
+def test_a_stage_clips_the_gradient_norm_it_names(clip):
+    """`optimizer.grad_clip` (the split-bridge paper's 0.5) bounds each step's gradient; unnamed, the clip is 1.0
+    and the protocol's canonical form is the one it had before the option."""
+    torch = pytest.importorskip("torch")
+    from arms.runtime import ArmRuntime
+
+    class Linear(ArmRuntime):
+        def __init__(self):
+            super().__init__(torch.nn.Linear(4, 1, bias=False), None, None)
+
+        def named_groups(self):
+            return {"w": [self.model.weight]}
+
+        def loss(self, rows, stage, step):
+            return 10 * self.model.weight.sum()  # a gradient of norm 20
+
+    optimizer = {"lr": 0.01} | ({"grad_clip": clip} if clip else {})
+    stage = Stage.model_validate(
+        {"id": "s", "objective": "intermediate", "manifest": "m", "steps": 2, "batch_size": 1, "optimizer": optimizer}
+    )
+    assert ("grad_clip" in stage.optimizer.model_dump()) == (clip is not None)
+    runtime = Linear()
+    runtime.train_stage(stage, [0, 1], ("test",))
+    assert float(runtime.model.weight.grad.norm()) == pytest.approx(clip or 1.0, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    "steps,warmup,decay_fraction,floor",
+    [(1000, 5, 0.9, 0.001), (25000, 125, 0.9, 0.001), (50000, 125, 0.6, 0.001), (40, 0, 0.25, 0.1), (7, 2, 0.5, 0.0)],
+)
+def test_the_wsd_schedule_is_transformers_warmup_stable_decay(steps, warmup, decay_fraction, floor):
+    """`kind: wsd` multiplies the rate exactly as the design-M seed's scheduler does: transformers'
+    `get_scheduler("warmup_stable_decay", ...)` with the decay's steps rounded up from its fraction."""
+    torch = pytest.importorskip("torch")
+    from transformers import get_scheduler
+
+    schedule = LrSchedule(kind="wsd", warmup_steps=warmup, decay_fraction=decay_fraction, min_lr_ratio=floor)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    reference = get_scheduler(
+        name="warmup_stable_decay",
+        optimizer=optimizer,
+        num_warmup_steps=warmup,
+        num_training_steps=steps,
+        scheduler_specific_kwargs={"num_decay_steps": math.ceil(decay_fraction * steps), "min_lr_ratio": floor},
+    )
+    every = (
+        range(steps)
+        if steps <= 1000
+        else [*range(200), *range(steps // 2, steps // 2 + 50), *range(steps - 300, steps)]
+    )
+    expected = {step: reference.lr_lambdas[0](step) for step in every}
+    assert {step: schedule.scale(step, steps) for step in every} == pytest.approx(expected, abs=1e-12)
+    assert min(expected.values()) < 1.0 == max(expected.values())  # it warms up or decays, and holds between
+
+
+def test_a_wsd_schedule_needs_its_decay_and_room_for_it():
+    with pytest.raises(ValueError, match="decay_fraction is the wsd schedule's"):
+        LrSchedule(kind="wsd")
+    with pytest.raises(ValueError, match="decay_fraction is the wsd schedule's"):
+        LrSchedule(kind="cosine", decay_fraction=0.5)
+    assert "decay_fraction" not in LrSchedule(kind="cosine").model_dump()  # the canonical forms before it
+    stage = {"id": "s", "objective": "intermediate", "manifest": "m", "steps": 10, "batch_size": 1}
+    schedule = {"kind": "wsd", "warmup_steps": 3, "decay_fraction": 0.8}
+    with pytest.raises(ValueError, match=r"the warm-up \(3 steps\) and the decay \(8 of 10 steps\) overlap"):
+        Stage.model_validate({**stage, "optimizer": {"lr": 1e-3, "schedule": schedule}})
+
+
+def test_muon_leaves_the_rest_to_adamw_at_its_own_rate_and_betas():
+    """The design-M seed: Muon at 1e-3 on the hidden matrices, AdamW at 5e-5 with betas (0.9, 0.95) on the rest;
+    `adamw_lr` and `betas` reach the optimisers the stage builds."""
+    torch = pytest.importorskip("torch")
+    from arms.runtime import ArmRuntime
+
+    class Block(ArmRuntime):
+        def __init__(self):
+            super().__init__(torch.nn.Linear(4, 4), None, None)
+
+        def named_groups(self):
+            return {"block": [self.model.weight, self.model.bias]}
+
+        def loss(self, rows, stage, step):
+            return self.model(torch.ones(1, 4)).square().sum()
+
+    optimizer = {"kind": "muon", "lr": 1e-3, "adamw_lr": 5e-5, "betas": [0.9, 0.95]}
+    stage = Stage.model_validate(
+        {"id": "s", "objective": "intermediate", "manifest": "m", "steps": 1, "batch_size": 1, "optimizer": optimizer}
+    )
+    runtime = Block()
+    runtime.train_stage(stage, [0], ("test",))
+    built = runtime.first_update.optimizer.optimizers
+    (muon,), (adamw,) = built["muon"].param_groups, built["adamw"].param_groups
+    assert muon["params"][0] is runtime.model.weight and muon["lr"] == 1e-3
+    assert adamw["params"][0] is runtime.model.bias and adamw["lr"] == 5e-5 and adamw["betas"] == (0.9, 0.95)
+    with pytest.raises(ValueError, match="adamw_lr is the rate of what Muon leaves to AdamW"):
+        Stage.model_validate(
+            {"id": "s", "objective": "intermediate", "manifest": "m", "steps": 1, "batch_size": 1,
+             "optimizer": {"kind": "adamw", "lr": 1e-3, "adamw_lr": 5e-5}}
+        )  # fmt: skip

@@ -51,13 +51,46 @@ def test_phase_a_protocol_validates_against_published_json_schema():
 
 
 def test_phase_a_declares_the_papers_arms_and_manifest():
+    """Version 4: the paper's arms and budgets as its release configures them (docs/phaseA-paper.md)."""
     protocol = load_protocol(PHASE_A)
-    assert [arm.id for arm in protocol.arms] == ["A", "E", "B", "C", "D"]
+    assert [arm.id for arm in protocol.arms] == ["A_install", "A", "A_anneal", "E", "E_anneal", "B", "C", "D"]
     evaluation = protocol.manifest("phaseA_eval")
     assert evaluation.size == 1792 and tuple(evaluation.depths) == (1, 14)
     assert protocol.arm("A").surgery.split == (6, 18)
     assert protocol.arm("E").budget.rank == 16
-    assert {gate.kind for gate in protocol.gates} >= {"installation", "guardrail", "depth_gate"}
+    assert {gate.kind for gate in protocol.gates} >= {"installation", "guardrail", "depth_gate", "within_rows"}
+
+    def steps(arm_id: str) -> int:
+        return sum(stage.steps for stage in protocol.arm(arm_id).stages)
+
+    assert (steps("A_install"), steps("A"), steps("A_anneal"), steps("E"), steps("E_anneal")) == (
+        6000,
+        2000,
+        2000,
+        10000,
+        1000,
+    )
+    assert protocol.arm("A").init_from == protocol.arm("A_anneal").init_from == "A_install"
+    assert protocol.arm("E_anneal").init_from == "E"
+    recurrent = [stage for arm in protocol.arms if arm.kind == "recurrent" for stage in arm.stages]
+    assert {(s.batch_size, s.optimizer.lr, s.optimizer.grad_clip) for s in recurrent} == {(1, 1e-5, 0.5)}
+    assert all(s.optimizer.group_lrs == {"bridge_p": 10} for s in recurrent)
+    dense = [stage for arm in protocol.arms if arm.kind == "dense" for stage in arm.stages]
+    assert {(s.steps, s.batch_size, s.optimizer.lr, s.optimizer.grad_clip) for s in dense} == {(4000, 8, 2e-6, 1.0)}
+    assert {arm.id: arm.evaluation.max_new_tokens for arm in protocol.arms if arm.kind == "dense"} == {
+        "B": 32,
+        "C": 96,
+        "D": 32,
+    }
+    installation = next(gate for gate in protocol.gates if gate.kind == "installation")
+    assert installation.per_depth_threshold == 0.9 and installation.action == "stop"
+    within = next(gate for gate in protocol.gates if gate.kind == "within_rows")
+    assert (within.arm, within.versus, within.rows) == ("E", "A", 8)
+    arc = {name: protocol.manifest(name) for name in ("arc_easy", "arc_challenge")}
+    assert {(m.ids, m.permutations, tuple(m.loops), m.sha256) for m in arc.values()} == {
+        ("arc_easy", 4, (1,), None),
+        ("arc_challenge", 4, (1,), None),
+    }
 
 
 def test_protocol_hash_ignores_formatting_but_not_content():
@@ -72,7 +105,8 @@ def test_protocol_hash_ignores_formatting_but_not_content():
 
 # ----------------------------------------------------------------------------- bad protocols
 
-SOURCE = PHASE_A.read_text(encoding="utf-8")
+# mutations of phaseA.yaml's version 3 (kept beside the pins), whose layout each one names
+SOURCE = (ROOT / "tests" / "pins" / "versions" / "phaseA.v3.yaml").read_text(encoding="utf-8")
 
 
 def _replace_once(old: str, new: str) -> str:
@@ -152,7 +186,8 @@ BAD_PROTOCOLS = {
 @pytest.mark.parametrize("case", sorted(BAD_PROTOCOLS))
 def test_bad_protocol_gives_located_error_and_exit_2(case, tmp_path, capsys):
     text, field, reason = BAD_PROTOCOLS[case]
-    shutil.copytree(ROOT / "claims", tmp_path / "claims")  # the protocol names ../claims/phaseA.yaml
+    (tmp_path / "claims").mkdir()  # the protocol names ../claims/phaseA.yaml: version 3's
+    shutil.copy(ROOT / "tests" / "pins" / "versions" / "phaseA.claims.v3.yaml", tmp_path / "claims" / "phaseA.yaml")
     (tmp_path / "protocols").mkdir()
     path = tmp_path / "protocols" / "bad.yaml"
     path.write_text(text, encoding="utf-8")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,88 @@ arms:
         error = capsys.readouterr().err
         assert "another file is another manifest" in error and "Traceback" not in error
     assert not db.exists()
+
+
+def _benchmark_file(folder: Path, ids: list[str], name: str = "arc_easy.jsonl") -> Path:
+    records = [{**HF, "id": row_id} for row_id in ids]
+    return _file(folder, records, name)[0]
+
+
+def test_a_benchmark_file_holds_exactly_the_releases_questions_by_their_ids(tmp_path) -> None:
+    from ledger.rows.tasks.benchmarks import benchmark_ids
+
+    known = list(benchmark_ids("arc_easy"))
+    splits = benchmark_ids("arc_easy")
+    assert len(known) == len(set(known)) and set(splits.values()) == {"train", "validation", "test"}
+    # the dataset's own ids, or the release's split:id form; in any order; no SHA-256 needed
+    given = [f"{splits[row_id]}:{row_id}" if n % 2 else row_id for n, row_id in enumerate(reversed(known))]
+    rows = generate_choice_file(path=str(_benchmark_file(tmp_path, given)), sha256=None, split="arce", ids="arc_easy")
+    assert len(rows) == len(known)
+    first_four = generate_choice_file(
+        path=str(_benchmark_file(tmp_path, known[:4], "four.jsonl")), sha256=None, split="arce", ids="arc_easy", limit=4
+    )
+    assert len(first_four) == 4  # with a limit, a part of the benchmark is enough
+    cases = [
+        (known[:-1], "5,196 of arc_easy's 5,197 questions (1 missing, e.g. "),
+        ([*known[:3], "Mercury_0000000", *known[3:]], ":4: id 'Mercury_0000000' is not one of arc_easy's 5,197"),
+        ([known[0], f"{splits[known[0]]}:{known[0]}", *known[1:]], f":2: question '{known[0]}' appears twice"),
+    ]
+    for ids, message in cases:
+        with pytest.raises(ChoiceFileError, match=re.escape(message)):
+            generate_choice_file(path=str(_benchmark_file(tmp_path, ids)), sha256=None, split="arce", ids="arc_easy")
+    with pytest.raises(ChoiceFileError, match="the arc_easy file is not here: put the public dataset's questions"):
+        generate_choice_file(path=str(tmp_path / "absent.jsonl"), sha256=None, split="arce", ids="arc_easy")
+
+
+def test_a_choice_file_names_its_sha256_or_its_benchmark(tmp_path) -> None:
+    from ledger.protocol.manifests import ChoiceFileManifest
+
+    common = {"id": "arc", "role": "guardrail", "generator": "choice_file", "path": "x.jsonl", "seed": 0, "split": "a"}
+    with pytest.raises(ValueError, match="give its sha256, or the benchmark whose ids it holds"):
+        ChoiceFileManifest(**common)
+    pinned = ChoiceFileManifest(**common, sha256="0" * 64)
+    assert "ids" not in pinned.model_dump(mode="json")  # a file pinned by its hash keeps its canonical form
+    assert pinned.file_to_come(tmp_path) is None
+    assert ChoiceFileManifest(**common, ids="arc_easy").file_to_come(tmp_path) == (tmp_path / "x.jsonl").resolve()
+
+
+def test_registration_pins_a_benchmark_files_rows_and_refuses_them_changed(tmp_path, capsys) -> None:
+    """`ledger check` names the missing file and passes; `ledger register` builds and pins its rows; the same
+    protocol over a changed file is refused (register again, and `ledger run` registers first), in one line."""
+    from benchmark_files import write_stand_in
+
+    from ledger.cli.main import main
+
+    base = Path(__file__).resolve().parents[2] / "bases" / "tiny-base"
+    protocol = tmp_path / "p.yaml"
+    protocol.write_text(
+        f"""name: bench
+version: 1
+description: A benchmark file pinned by its ids.
+seed: 1
+bases:
+  tiny: {{source: {base}, dtype: float32, num_layers: 4}}
+manifests:
+  - {{id: arc, role: guardrail, generator: choice_file, path: data/arc_challenge.jsonl, ids: arc_challenge, seed: 0, split: arcc}}
+arms:
+  - {{id: B, kind: dense, base: tiny, evaluation: {{manifests: [arc]}}}}
+""",
+        encoding="utf-8",
+    )
+    assert main(["check", str(protocol)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "manifest arc: its file" in out and "is not here yet; put it there before `ledger register`" in out
+    assert "manifests are built (1 wait for their files)" in out
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    assert main(["register", str(protocol), "--db", db]) == 2
+    assert "the arc_challenge file is not here" in capsys.readouterr().err
+    data = write_stand_in(tmp_path / "data" / "arc_challenge.jsonl", "arc_challenge")
+    assert main(["register", str(protocol), "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["register", str(protocol), "--db", db]) == 0  # the same rows: already registered
+    data.write_text(data.read_text().replace("Which colour", "What colour", 1))
+    capsys.readouterr()
+    assert main(["register", str(protocol), "--db", db]) == 3  # refused, as a changed protocol is
+    error = capsys.readouterr().err
+    assert len(error.strip().splitlines()) == 1 and "manifest arc of 'bench': its rows now hash to" in error
+    assert "the file it reads changed since registration" in error

@@ -51,6 +51,44 @@ def test_the_miniature_keeps_every_depth_and_part_at_the_fewest_rows(name, tmp_p
             assert claim == was
 
 
+def test_the_miniature_reads_stand_in_questions_for_a_benchmark_file_not_here_yet(tmp_path):
+    """phaseA.yaml's ARC files are the user's: the miniature reads a handful of stand-in questions under the
+    benchmark's own first ids, through the same id check, with every other manifest at its fewest rows."""
+    from ledger.rows.builder import files_to_come
+    from ledger.rows.tasks.benchmarks import benchmark_ids
+
+    path = ROOT / "protocols" / "phaseA.yaml"
+    protocol = load_protocol(path)
+    assert set(files_to_come(protocol)) == {"arc_easy", "arc_challenge"}
+    small = check_protocol_file(miniature(path, protocol, tmp_path, random_weights=True)).protocol
+    assert files_to_come(small) == {}
+    rows = build_manifests(small)
+    for name in ("arc_easy", "arc_challenge"):
+        ids = [row.row_id.split("_", 1)[1] for row in rows[name].rows]
+        assert ids == list(benchmark_ids(name))[:ROWS]
+        assert small.manifest(name).path.startswith(str(tmp_path))
+
+
+def test_the_miniature_of_a_warmup_stable_decay_stage_has_a_step_of_each_part(tmp_path):
+    import shutil
+
+    text = (ROOT / "protocols" / "smoke.yaml").read_text()
+    before = "steps: 6, batch_size: 8, optimizer: {kind: adamw, lr: 0.003}, recurrence"
+    assert before in text
+    wsd = "{kind: adamw, lr: 0.003, schedule: {kind: wsd, warmup_steps: 1, decay_fraction: 0.5}}"
+    text = text.replace(before, f"steps: 6, batch_size: 8, optimizer: {wsd}, recurrence", 1)
+    (tmp_path / "protocols").mkdir()
+    shutil.copytree(ROOT / "claims", tmp_path / "claims")
+    path = tmp_path / "protocols" / "smoke.yaml"
+    path.write_text(text)
+    (tmp_path / "small").mkdir()
+    small = check_protocol_file(miniature(path, load_protocol(path), tmp_path / "small", False)).protocol
+    schedule = small.arms[0].stages[0].optimizer.schedule
+    steps = small.arms[0].stages[0].steps
+    assert (steps, schedule.warmup_steps, schedule.decay_fraction) == (3, 1, pytest.approx(1 / 3))
+    assert [schedule.scale(step, steps) for step in range(steps)] == [schedule.min_lr_ratio, 1.0, 1.0]
+
+
 def test_a_dry_run_judges_every_claim_and_leaves_nothing_behind(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     before = sorted(Path("/tmp").glob("ledger-dry-run-*"))
@@ -62,3 +100,42 @@ def test_a_dry_run_judges_every_claim_and_leaves_nothing_behind(capsys, tmp_path
         assert f"{claim['id']} " in out
     assert "first update: the first update moved" in out
     assert list(tmp_path.iterdir()) == [] and sorted(Path("/tmp").glob("ledger-dry-run-*")) == before
+
+
+class _RuntimeDouble:
+    """What ``too_large_here`` reads of an arm's runtime: its model's vocabulary and its trainable groups."""
+
+    def __init__(self, parameters: int, vocabulary: int, dtype):
+        import torch
+
+        self.model = torch.nn.Module()
+        self.model.config = type("Config", (), {"vocab_size": vocabulary})()
+        self.weight = torch.nn.Parameter(torch.zeros(parameters, dtype=dtype))
+
+    def named_groups(self):
+        return {"block": [self.weight]}
+
+
+def test_a_step_past_the_memory_ceiling_is_left_out_with_its_reason():
+    import torch
+
+    from ledger.run.dry_run import activation_bytes, resident_bytes, too_large_here, training_state_bytes
+
+    bf16 = _RuntimeDouble(1_000_000, 32_000, torch.bfloat16)
+    # bf16: its gradient (2), an fp32 master and the master's gradient (8), AdamW's two fp32 moments (8)
+    assert training_state_bytes(bf16) == 18 * 1_000_000
+    assert training_state_bytes(_RuntimeDouble(1_000_000, 32_000, torch.float32)) == 12 * 1_000_000
+    assert activation_bytes(bf16) == ROWS * 256 * 32_000 * 12
+    held = resident_bytes()
+    assert held > 0
+    needed = training_state_bytes(bf16) + activation_bytes(bf16)
+    reason = too_large_here(bf16, limit_gib=(held + needed / 4) / 2**30)
+    assert reason is not None and "past the" in reason and "GiB ceiling" in reason
+    assert too_large_here(bf16, limit_gib=(held + needed) / 2**30 + 1) is None
+
+
+def test_a_memory_limit_needs_random_weights_and_a_positive_size(capsys):
+    assert main(["check", "protocols/smoke.yaml", "--memory-limit", "8"]) == 2
+    assert "give --dry-run --random-weights" in capsys.readouterr().err
+    assert main(["check", "protocols/smoke.yaml", "--dry-run", "--random-weights", "--memory-limit", "0"]) == 2
+    assert "give a positive number of GiB" in capsys.readouterr().err

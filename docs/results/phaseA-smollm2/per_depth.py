@@ -13,7 +13,7 @@ rows = store.query(
     "WHERE manifest IN ('phaseA_eval', 'dev') ORDER BY manifest, arm, depth, loop"
 )
 final: dict = {}
-for arm, manifest, depth, loop, n, correct in rows.rows:
+for arm, manifest, depth, _loop, n, correct in rows.rows:
     # the last loop each row was read at: its own depth for a recurrent arm (forced), the one reading of a dense arm;
     # dev rows are the installation gate's (depth 1-4, the active label at loop = depth)
     if not (manifest == "dev" and depth > 4):

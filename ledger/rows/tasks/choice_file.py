@@ -7,8 +7,10 @@ Each line is one question, in the schema of the Hugging Face ARC datasets::
 
 or AI2's original nesting (``"question": {"stem": ..., "choices": [{"text": ..., "label": ...}, ...]}``).
 Options are lettered A, B, C, ... in the file's order (a file's numeric labels "1"-"4" too; the file's own
-label is kept in ``meta``), and the answer is the letter of ``answerKey``. The file's bytes must hash to the
-SHA-256 the protocol names: the rows, and so the manifest's hash, are those of that file alone.
+label is kept in ``meta``), and the answer is the letter of ``answerKey``. The file is pinned one of two ways:
+its bytes hash to the SHA-256 the protocol names, or (``ids``: a public benchmark, whose files differ by
+source) it holds exactly the benchmark's questions by their ids, and registration pins its rows: the manifest's
+hash, which a later run and ``ledger verify`` rebuild and compare.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ INSTRUCTION = "Answer with the letter of the correct option."
 
 class ChoiceFileError(ValueError):
     """A choice file that is missing, changed, or not in the ARC schema (names the file and line)."""
+
+
+class ChoiceFileNotHere(ChoiceFileError):
+    """A benchmark file (pinned by its ids) the user has not put in place yet."""
 
 
 def resolve(path: str, folder: str | Path | None) -> Path:
@@ -54,18 +60,30 @@ def _options(record: dict[str, Any], where: str) -> tuple[str, list[str], list[s
 
 
 def generate_choice_file(
-    *, path: str, sha256: str, split: str, limit: int | None = None, folder: str | Path | None = None
+    *,
+    path: str,
+    sha256: str | None,
+    split: str,
+    limit: int | None = None,
+    ids: str | None = None,
+    folder: str | Path | None = None,
 ) -> list[Row]:
     file = resolve(path, folder)
     if not file.is_file():
+        if sha256 is None and ids is not None:
+            raise ChoiceFileNotHere(
+                f"{file}: the {ids} file is not here: put the public dataset's questions there (one JSONL file, "
+                "every split)"
+            )
         raise ChoiceFileError(f"{file}: choice file not found")
     actual = sha256_file(file)
-    if actual != sha256:
+    if sha256 is not None and actual != sha256:
         raise ChoiceFileError(
             f"{file}: its SHA-256 is {actual}, the protocol names {sha256} (another file is another manifest: "
             "record a deviation)"
         )
     rows: list[Row] = []
+    given: list[tuple[str, int]] = []  # each row's id as the file gives it, and its line
     seen: set[str] = set()
     for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -88,6 +106,7 @@ def generate_choice_file(
         if row_id in seen:
             raise ChoiceFileError(f"{where}: duplicate id {record.get('id')!r}")
         seen.add(row_id)
+        given.append((str(record.get("id", number)), number))
         prompt = (
             f"Question: {question}\n"
             + "".join(f"{letter}. {text}\n" for letter, text in zip(letters, texts))
@@ -110,4 +129,30 @@ def generate_choice_file(
         )
     if not rows:
         raise ChoiceFileError(f"{file}: no questions")
+    if ids is not None:
+        _check_ids(file, given, ids, complete=limit is None)
     return rows
+
+
+def _check_ids(file: Path, given: list[tuple[str, int]], benchmark: str, *, complete: bool) -> None:
+    """Every row's id is one of the benchmark's (``split:id`` or the dataset's bare id), each once; with no
+    ``limit``, every one of them is there."""
+    from ledger.rows.tasks.benchmarks import benchmark_ids
+
+    known = benchmark_ids(benchmark)
+    splits = set(known.values())
+    seen: set[str] = set()
+    for row_id, line in given:
+        prefix, _, rest = row_id.partition(":")
+        bare = rest if prefix in splits and rest else row_id
+        if bare not in known:
+            raise ChoiceFileError(f"{file}:{line}: id {row_id!r} is not one of {benchmark}'s {len(known):,} questions")
+        if bare in seen:
+            raise ChoiceFileError(f"{file}:{line}: question {bare!r} appears twice")
+        seen.add(bare)
+    if complete and len(seen) < len(known):
+        missing = next(row_id for row_id in known if row_id not in seen)
+        raise ChoiceFileError(
+            f"{file}: {len(seen):,} of {benchmark}'s {len(known):,} questions ({len(known) - len(seen):,} missing, "
+            f"e.g. {known[missing]}:{missing})"
+        )
