@@ -120,10 +120,12 @@ def depth_tally(rows: dict[str, tuple[int, bool]]) -> dict[int, tuple[int, int]]
     return counts
 
 
-def _paired(claim, evidence, loop=None):
+def _paired(claim, evidence, loop=None, loops=None):
+    """Both arms' rows at ``loop`` (or each at its own of ``loops``), paired by row id."""
     first, second = claim.arms
-    a = _rows(claim, evidence, first, loop)
-    b = _rows(claim, evidence, second, loop)
+    first_loop, second_loop = loops if loops is not None else (loop, loop)
+    a = _rows(claim, evidence, first, first_loop)
+    b = _rows(claim, evidence, second, second_loop)
     if set(a) != set(b):
         missing = sorted(set(a) ^ set(b))
         raise Unverifiable(
@@ -135,13 +137,15 @@ def _paired(claim, evidence, loop=None):
 
 
 def paired_exact(claim: PairedExactClaim, evidence: EvidenceSource) -> ClaimResult:
-    _ids, a, b = _paired(claim, evidence, claim.loop)
+    _ids, a, b = _paired(claim, evidence, claim.loop, claim.loops)
     counts = stats.paired_counts(a, b)
     test = stats.mcnemar_exact(counts.helped, counts.hurt, alternative=claim.direction)
+    # each arm as it was read: "M@8" and "M@1" where loops name each arm's loop (one arm at two loops)
+    first, second = (f"{arm}@{loop}" for arm, loop in zip(claim.arms, claim.loops)) if claim.loops else claim.arms
     figures = {
         "n": counts.n,
-        f"correct_{claim.arms[0]}": sum(a),
-        f"correct_{claim.arms[1]}": sum(b),
+        f"correct_{first}": sum(a),
+        f"correct_{second}": sum(b),
         "helped": counts.helped,
         "hurt": counts.hurt,
         "ties": counts.ties,
@@ -154,9 +158,12 @@ def paired_exact(claim: PairedExactClaim, evidence: EvidenceSource) -> ClaimResu
         claim.direction == "two-sided" or (counts.net > 0) == (claim.direction == "greater")
     )
     at = "" if claim.loop is None else f" at loop {claim.loop}"
+    pair = (
+        f"{claim.arms[0]} at loop {claim.loops[0]} vs {claim.arms[1]} at loop {claim.loops[1]}" if claim.loops else ""
+    )
     reason = (
-        f"{claim.arms[0]} vs {claim.arms[1]}{at}: helped {counts.helped} / hurt {counts.hurt} / ties {counts.ties}, "
-        f"exact {claim.direction} p = {format_p(test.p_value, test.log10_p)} "
+        f"{pair or f'{claim.arms[0]} vs {claim.arms[1]}{at}'}: helped {counts.helped} / hurt {counts.hurt} / "
+        f"ties {counts.ties}, exact {claim.direction} p = {format_p(test.p_value, test.log10_p)} "
         f"{'<' if test.p_value < claim.alpha else '>='} alpha {claim.alpha}"
     )
     return ClaimResult(

@@ -307,7 +307,7 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
                 problems.append((at, f"the protocol writes no evidence of arm {claim.arm!r} on {claim.manifest!r}"))
             continue
         loop = getattr(claim, "loop", None)
-        per_arm = dict(zip(claim.arms, claim.loops)) if hasattr(claim, "loops") else {}
+        each_loop = getattr(claim, "loops", None)  # a loop per arm (one arm may be read at two)
         if kind.reads in ("losses", "curve") and (GENERATORS[manifest.generator].reading == "loss") != (
             kind.reads == "losses" or claim.metric == "loss"
         ):
@@ -316,21 +316,21 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
             for arm_id in claim.arms:
                 if not any(stage.checkpoint_every for stage in protocol.arm(arm_id).stages):
                     problems.append((at, f"arm {arm_id!r} records no training curve: give a stage checkpoint_every"))
-        for arm_id in [*getattr(claim, "arms", ()), *([claim.arm] if hasattr(claim, "arm") else [])]:
-            loop = per_arm.get(arm_id, loop)
+        arm_ids = [*getattr(claim, "arms", ()), *([claim.arm] if hasattr(claim, "arm") else [])]
+        for arm_id, arm_loop in zip(arm_ids, each_loop or [loop] * len(arm_ids), strict=True):
             read_on = manifest_of(claim, arm_id)
             if read_on != claim.manifest and GENERATORS[protocol.manifest(read_on).generator].reading != "by_loop":
                 problems.append(((*at, "manifests"), f"a {claim.statistic} claim needs rows with depths: {read_on!r}"))
             found = evidence_loops(protocol, arm_id, read_on)
             if found is None:
                 problems.append((at, f"the protocol writes no evidence of arm {arm_id!r} on {read_on!r}"))
-            elif loop is None and not found[1]:
+            elif arm_loop is None and not found[1]:
                 problems.append((at, f"arm {arm_id!r} is not read at every row's final loop on {read_on!r}"))
-            elif loop is not None and loop not in found[0]:
+            elif arm_loop is not None and arm_loop not in found[0]:
                 problems.append(
                     (
                         (*at, "loop"),
-                        f"arm {arm_id!r} is never read at loop {loop} on {read_on!r} (read at {sorted(found[0])})",
+                        f"arm {arm_id!r} is never read at loop {arm_loop} on {read_on!r} (read at {sorted(found[0])})",
                     )
                 )
     return problems

@@ -41,7 +41,12 @@ class PairedExactClaim(ClaimSpec):
         description="Read each arm's checkpoint at this step of its stage (a stage's checkpoint_every checkpoints, or "
         "its last step) instead of its final checkpoint: transfer claims per step, each its own family member.",
     )
-    ADDED_LATER: ClassVar[dict[str, Any]] = {**ClaimSpec.ADDED_LATER, "loop": None, "at_step": None}
+    loops: tuple[int, int] | None = Field(
+        default=None,
+        description="Read arms[0] at loops[0] and arms[1] at loops[1]: one arm at two test recurrences (does its "
+        "accuracy rise with recurrence?), or two arms each at its own.",
+    )
+    ADDED_LATER: ClassVar[dict[str, Any]] = {**ClaimSpec.ADDED_LATER, "loop": None, "at_step": None, "loops": None}
 
     def holds_without_acquisition(self) -> bool:
         return self.direction == "less"  # arms[0] behind arms[1]: so is an arm that learnt nothing
@@ -50,7 +55,17 @@ class PairedExactClaim(ClaimSpec):
     def _one_reading(self) -> PairedExactClaim:
         if self.loop is not None and self.at_step is not None:
             raise _located("at_step reads each row's final loop at that step: give loop or at_step, not both", ["loop"])
+        if self.loops is not None and (self.loop is not None or self.at_step is not None):
+            raise _located("loops names each arm's loop: give loops, or loop / at_step, not both", ["loops"])
+        if self.loops is not None and min(self.loops) < 1:
+            raise _located("loops: loop counts of 1 or more", ["loops"])
+        if self.arms[0] == self.arms[1] and (self.loops is None or self.loops[0] == self.loops[1]):
+            raise _located("an arm against itself needs two different loops (loops: [T, 1])", ["arms"])
         return self
+
+    def arm_loops(self) -> tuple[int | None, int | None]:
+        """The loop each arm is read at (None: the row's final loop)."""
+        return self.loops if self.loops is not None else (self.loop, self.loop)
 
 
 class AccuracyClaim(ClaimSpec):

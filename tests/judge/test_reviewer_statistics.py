@@ -165,3 +165,70 @@ def test_a_censored_frontier_is_not_read_past_a_depth_filter():
     # a filter that starts before the fall still reads the first crossing
     early = evaluate_claim(FrontierClaim(**common, threshold=0.3, rows={"depths": (1, 14)}), evidence)
     assert early.outcome == "supported" and early.figures["frontier"] == pytest.approx(unfiltered.figures["frontier"])
+
+
+def test_paired_exact_reads_one_arm_at_two_loops():
+    """Does accuracy rise with test recurrence? The same arm's rows at loop 8 against loop 1, each row paired."""
+    claim = PairedExactClaim(
+        id="rises", statement="s", statistic="paired_exact", arms=("M", "M"), manifest="gsm", loops=(8, 1)
+    )
+    evidence = MemoryEvidence(
+        outcome_map={
+            ("M", "gsm", 8): _rows("1" * 10 + "1" * 12 + "0" * 3 + "0" * 15),
+            ("M", "gsm", 1): _rows("1" * 10 + "0" * 12 + "1" * 3 + "0" * 15),
+        }
+    )
+    result = evaluate_claim(claim, evidence)
+    assert (result.figures["helped"], result.figures["hurt"]) == (12, 3)
+    assert (result.figures["correct_M@8"], result.figures["correct_M@1"]) == (22, 13)
+    assert result.p_value == pytest.approx(binomtest(12, 15, 0.5, alternative="greater").pvalue, rel=1e-12)
+    assert result.outcome == "supported" and "M at loop 8 vs M at loop 1" in result.reason
+    flat = MemoryEvidence(outcome_map={("M", "gsm", 8): _rows("10" * 20), ("M", "gsm", 1): _rows("10" * 20)})
+    assert evaluate_claim(claim, flat).outcome == "refuted"  # a flat curve: nothing to credit
+
+
+@pytest.mark.parametrize(
+    "fields,message",
+    [
+        ({"arms": ("M", "M")}, "an arm against itself needs two different loops"),
+        ({"arms": ("M", "M"), "loops": (4, 4)}, "an arm against itself needs two different loops"),
+        ({"arms": ("M", "C"), "loops": (8, 1), "loop": 1}, "give loops, or loop / at_step, not both"),
+    ],
+)
+def test_paired_exact_loops_are_refused_where_they_cannot_mean_anything(fields, message):
+    with pytest.raises(ValueError, match=message):
+        PairedExactClaim(id="c", statement="s", statistic="paired_exact", manifest="m", **fields)
+
+
+def test_check_reads_each_arms_own_loop_of_a_paired_claim(tmp_path, capsys):
+    """`ledger check`: M against itself at loops 32 and 1 on the word problems can be decided (M is read at
+    1-32); at loop 64 it cannot, located at the claim."""
+    import shutil
+    from pathlib import Path
+
+    import yaml
+
+    from ledger.cli.main import main
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "protocols").mkdir()
+    shutil.copy(root / "protocols" / "designM-tiny.yaml", tmp_path / "protocols" / "designM-tiny.yaml")
+    shutil.copytree(root / "claims", tmp_path / "claims")
+    (tmp_path / "bases").symlink_to(root / "bases")
+    claims_file = tmp_path / "claims" / "designM-tiny.yaml"
+    claims = yaml.safe_load(claims_file.read_text())
+    rises = {
+        "id": "accuracy_rises_with_recurrence",
+        "statement": "M answers more word problems at test recurrence 32 than at 1.",
+        "statistic": "paired_exact",
+        "arms": ["M", "M"],
+        "loops": [32, 1],
+        "manifest": "problems_eval",
+        "direction": "greater",
+    }
+    for loops, code in (([32, 1], 0), ([64, 1], 2)):
+        claims["claims"] = [*claims["claims"][:7], {**rises, "loops": loops}]
+        claims_file.write_text(yaml.safe_dump(claims, sort_keys=False))
+        assert main(["check", str(tmp_path / "protocols" / "designM-tiny.yaml")]) == code
+    err = capsys.readouterr().err
+    assert "arm 'M' is never read at loop 64 on 'problems_eval' (read at [1, 2, 4, 8, 16, 32])" in err

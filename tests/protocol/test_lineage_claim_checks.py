@@ -40,7 +40,7 @@ def protocol(arm_extra: dict, claims: list[dict], gates: list[dict] | None = Non
                 {"id": "eval", "role": "eval", "split": "ev", **rows},
                 {"id": "dev", "role": "dev", "split": "dv", **rows},
             ],
-            "arms": [arm],
+            "arms": [arm, {**arm, "id": "B", "stages": arm["stages"][:1], "evaluation": {"manifests": ["eval"]}}],
             "gates": gates or [],
             "claims": ["claims.yaml"],
         },
@@ -61,7 +61,7 @@ def paired_at(step: int) -> dict:
         "id": "c",
         "statement": "s",
         "statistic": "paired_exact",
-        "arms": ["A", "A"],
+        "arms": ["A", "B"],
         "manifest": "eval",
         "at_step": step,
     }
