@@ -15,8 +15,12 @@ def cmd_lm_eval(args: argparse.Namespace) -> int:
 
     if importlib.util.find_spec("lm_eval") is None:
         raise CommandError("`ledger lm-eval` needs lm-evaluation-harness: pip install -e '.[models,harness]'")
-    if args.loops < 1:
-        raise CommandError(f"--loops {args.loops}: give 1 or more")
+    try:
+        loops = [int(part) for part in str(args.loops).split(",") if part.strip()]
+    except ValueError:
+        loops = []
+    if not loops or min(loops) < 1 or len(set(loops)) != len(loops):
+        raise CommandError(f"--loops {args.loops}: give a loop count of 1 or more, or distinct ones (1,2,4,8)")
     if args.limit is not None and args.limit < 1:
         raise CommandError(f"--limit {args.limit}: give 1 or more documents per task")
     tasks = [task.strip() for task in args.tasks.split(",") if task.strip()]
@@ -30,7 +34,7 @@ def cmd_lm_eval(args: argparse.Namespace) -> int:
             models,
             tasks,
             Path(args.out),
-            loops=args.loops,
+            loops=loops[0] if len(loops) == 1 else loops,
             include_path=args.include_path,
             limit=args.limit,
             num_fewshot=args.num_fewshot,
@@ -51,18 +55,24 @@ def add_parser(commands) -> None:
         "lm-eval",
         help="run lm-evaluation-harness tasks on checkpoints at loop T, as importable evidence",
         description="Run lm-evaluation-harness tasks (on local data files: a task YAML with dataset_path json and "
-        "data_files) against each --model at a fixed loop count: an `ledger export` folder is read at --loops, a "
-        "base folder once. Writes OUT/release.yaml with the rows every model read (rows/) and each model's "
+        "data_files) against each --model at a fixed loop count or a sweep of them: an `ledger export` folder is "
+        "read at each of --loops, a base folder once. Writes OUT/release.yaml with the rows every model read (rows/) and each model's "
         "predictions (readings/), and lm-eval's own results and per-sample logs (lm-eval/). Then `ledger import "
         "OUT/release.yaml`, or a claim file with `release: OUT/release.yaml` and `ledger verify --import`, judges "
-        "paired claims on the same row ids. Multiple-choice and generation (greedy) tasks.",
+        "paired claims on the same row ids (one arm at two loops of a sweep: `loops: [T, 1]`). Multiple-choice and "
+        "generation (greedy) tasks.",
     )
     harness.add_argument(
         "--model", action="append", default=[], metavar="NAME=FOLDER", help="a model to run (repeat for several)"
     )
     harness.add_argument("--tasks", required=True, help="lm-eval task names, comma-separated")
     harness.add_argument("--include-path", help="a folder of task YAMLs (your local tasks)")
-    harness.add_argument("--loops", type=int, default=1, help="the loop count T for recurrent arms (default: 1)")
+    harness.add_argument(
+        "--loops",
+        default="1",
+        help="the loop count T for recurrent arms, or a test-recurrence sweep (1,2,4,8,16,32): each exported "
+        "recurrent model read at each, its readings under readings/NAME/loopT/ (default: 1)",
+    )
     harness.add_argument("--limit", type=int, help="at most this many documents per task")
     harness.add_argument("--num-fewshot", type=int, help="few-shot examples (default: the task's)")
     harness.add_argument("--batch-size", type=int, default=8, help="rows per forward (default: 8)")

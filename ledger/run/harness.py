@@ -26,6 +26,7 @@ import json
 import re
 import shutil
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ def run_battery(
     tasks: list[str],
     out: Path,
     *,
-    loops: int = 1,
+    loops: int | Sequence[int] = 1,
     include_path: str | None = None,
     limit: int | None = None,
     num_fewshot: int | None = None,
@@ -77,7 +78,10 @@ def run_battery(
     device: str = "cpu",
     release: str = "lm-eval",
 ) -> BatterySummary:
-    """Run every task on every model and write the release folder (whole, or not at all)."""
+    """Run every task on every model and write the release folder (whole, or not at all). ``loops``: the loop
+    count, or a sweep of them (an exported recurrent model read at each; a base once, at loop 1): one reading per
+    model, task and loop, so that a claim pairs one arm's rows at two test recurrences."""
+    sweep = [loops] if isinstance(loops, int) else list(loops)
     if out.exists():
         raise HarnessError(f"{out} exists: choose a new --out folder")
     from lm_eval import simple_evaluate
@@ -105,34 +109,46 @@ def run_battery(
         rows: dict[str, dict[str, dict]] = {}
         configs: dict[str, dict[str, Any]] = {}
         predictions = []
+        read: dict[tuple[str, str], list[dict]] = {}  # (model, task) -> its readings, loop by loop
+        read_at: dict[tuple[str, str], list[int]] = {}
         for name, path in models.items():
             exported = (Path(path) / "ledger-export.json").is_file()  # a base is read once, at loop 1
-            try:
-                model = HarnessModel(path, loops=loops if exported else 1, batch_size=batch_size, device=device)
-            except (ValueError, OSError) as exc:
-                raise HarnessError(f"--model {name}: {exc}") from None
-            loop = model.loops if model.recurrent else 1
-            results = simple_evaluate(
-                model=model,
-                tasks=list(tasks),
-                task_manager=manager,
-                limit=limit,
-                num_fewshot=num_fewshot,
-                log_samples=True,
-                bootstrap_iters=0,
-            )
-            if results is None:
-                raise HarnessError("lm-eval returned no results")
-            _keep_lm_eval_output(partial / "lm-eval" / name, results)
-            for task in tasks:
-                config = configs.setdefault(task, results["configs"][task])
-                kept = _one_filter(config, results["samples"][task])
-                readings = [_reading(task, config, sample, loop) for sample in kept]
-                _merge_rows(rows.setdefault(task, {}), readings, name)
-                _write_jsonl(partial / "readings" / name / f"{task}.jsonl", [r["reading"] for r in readings])
-                hits = sum(bool(r["reading"]["correct_by_lm_eval"]) for r in readings)
-                summary.accuracy[(name, task)] = (hits, len(readings))
-                predictions.append(_prediction_entry(name, task, loop, config))
+            for index, asked in enumerate(sweep if exported else [1]):
+                try:
+                    model = HarnessModel(path, loops=asked, batch_size=batch_size, device=device)
+                except (ValueError, OSError) as exc:
+                    raise HarnessError(f"--model {name}: {exc}") from None
+                if index and not model.recurrent:
+                    break  # a one-pass model: one reading, at loop 1
+                loop = model.loops if model.recurrent else 1
+                results = simple_evaluate(
+                    model=model,
+                    tasks=list(tasks),
+                    task_manager=manager,
+                    limit=limit,
+                    num_fewshot=num_fewshot,
+                    log_samples=True,
+                    bootstrap_iters=0,
+                )
+                if results is None:
+                    raise HarnessError("lm-eval returned no results")
+                # one loop: the folders as they always were; a sweep: a folder per loop
+                at = Path(name) if len(sweep) == 1 or not model.recurrent else Path(name) / f"loop{loop}"
+                _keep_lm_eval_output(partial / "lm-eval" / at, results)
+                for task in tasks:
+                    config = configs.setdefault(task, results["configs"][task])
+                    kept = _one_filter(config, results["samples"][task])
+                    readings = [_reading(task, config, sample, loop) for sample in kept]
+                    _merge_rows(rows.setdefault(task, {}), readings, name)
+                    read[(name, task)] = [*read.get((name, task), []), *(r["reading"] for r in readings)]
+                    read_at[(name, task)] = [*read_at.get((name, task), []), loop]
+                    hits = sum(bool(r["reading"]["correct_by_lm_eval"]) for r in readings)
+                    summary.accuracy[(name if at == Path(name) else f"{name}@{loop}", task)] = (hits, len(readings))
+        # a model's readings of a task, every loop of the sweep in one file: one piece of evidence (a checkpoint)
+        for (name, task), readings_of in read.items():
+            file = Path("readings") / name / f"{task}.jsonl"
+            _write_jsonl(partial / file, readings_of)
+            predictions.append(_prediction_entry(name, task, read_at[(name, task)], configs[task], file))
         for task, by_id in rows.items():
             _write_jsonl(partial / "rows" / f"{task}.jsonl", list(by_id.values()))
             summary.tasks[task] = len(by_id)
@@ -140,7 +156,7 @@ def run_battery(
             "release": release,
             "source": f"lm-evaluation-harness {_lm_eval_version()} via `ledger lm-eval` (models: "
             + ", ".join(f"{name}={path}" for name, path in models.items())
-            + f"; loops {loops})",
+            + f"; loops {', '.join(str(loop) for loop in sweep)})",
             "root": ".",
             "manifests": [_manifest_entry(task, configs[task]) for task in tasks],
             "predictions": predictions,
@@ -267,14 +283,14 @@ def _manifest_entry(task: str, config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _prediction_entry(model: str, task: str, loop: int, config: dict[str, Any]) -> dict[str, Any]:
+def _prediction_entry(model: str, task: str, loops: list[int], config: dict[str, Any], file: Path) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "arm": model,
         "manifest": task,
-        "file": f"readings/{model}/{task}.jsonl",
+        "file": file.as_posix(),
         "prediction": "prediction",
         "loop": "loop",
-        "label": f"lm-eval at loop {loop}",
+        "label": f"lm-eval at loop{'s' if len(loops) > 1 else ''} {', '.join(str(loop) for loop in loops)}",
     }
     if _kind(config) == "multiple_choice":
         entry["scores"] = "scores"

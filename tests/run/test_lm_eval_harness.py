@@ -119,3 +119,54 @@ def test_lm_eval_refuses_bad_input_in_one_line(tmp_path) -> None:
         assert done.returncode == 2, (args, done.stderr[-2000:])
         assert message in done.stderr and "Traceback" not in done.stderr, (args, done.stderr[-2000:])
         assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()
+
+
+def test_a_test_recurrence_sweep_is_one_release_and_pairs_one_arm_at_two_loops(reference, tmp_path) -> None:
+    """`--loops 1,2`: the checkpoint read at each loop (lm-eval's logs under lm-eval/A/loop1, loop2; its
+    readings of both loops in one file, one piece of evidence), its base once; a claim pairs A's rows at loop 2
+    with its rows at loop 1, and its counts are lm-eval's own, loop by loop."""
+    export = _export_A(reference[0], tmp_path / "export-A")
+    write_tasks(tmp_path / "tasks", documents=8)
+    out = tmp_path / "sweep"
+    env = {**OFFLINE, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    done = ledger_cli(
+        "lm-eval", "--model", f"base={export / 'base'}", "--model", f"A={export}", "--loops", "1,2",
+        "--tasks", "arc_local", "--include-path", str(tmp_path / "tasks"), "--out", str(out), env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (out / "readings" / "base" / "arc_local.jsonl").is_file()  # a base: once, at loop 1
+    hits = {}
+    readings = _lines(out / "readings" / "A" / "arc_local.jsonl")
+    assert sorted(reading["loop"] for reading in readings) == [1] * 8 + [2] * 8
+    for loop in (1, 2):
+        samples = _lines(out / "lm-eval" / "A" / f"loop{loop}" / "samples_arc_local.jsonl")
+        hits[loop] = {s["doc_id"]: bool(s["acc"]) for s in samples}
+    helped = sum(hits[2][d] and not hits[1][d] for d in range(8))
+    hurt = sum(hits[1][d] and not hits[2][d] for d in range(8))
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(
+        f"""protocol: lm-eval
+release: {out / "release.yaml"}
+correction: none
+claims:
+  - id: A_rises_with_recurrence
+    statement: The checkpoint answers the local ARC-format task differently at loop 2 than at loop 1.
+    statistic: paired_exact
+    arms: [A, A]
+    loops: [2, 1]
+    manifest: arc_local
+    direction: two-sided
+""",
+        encoding="utf-8",
+    )
+    verified = ledger_cli("verify", str(claims), "--import", "--db", f"sqlite:///{tmp_path / 'l.db'}", "--json")
+    (claim,) = json.loads(verified.stdout)["claims"]
+    assert claim["integrity"] == "verified" and claim["figures"].get("n") == 8, claim["reason"]
+    assert (claim["figures"]["helped"], claim["figures"]["hurt"]) == (helped, hurt)
+    assert claim["figures"]["correct_A@2"] == sum(hits[2].values())
+    assert (
+        "--loops 0,1: give a loop count"
+        in ledger_cli(
+            "lm-eval", "--model", f"A={export}", "--tasks", "arc_local", "--loops", "0,1", "--out", str(tmp_path / "x")
+        ).stderr
+    )
