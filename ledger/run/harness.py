@@ -110,7 +110,6 @@ def run_battery(
         configs: dict[str, dict[str, Any]] = {}
         predictions = []
         read: dict[tuple[str, str], list[dict]] = {}  # (model, task) -> its readings, loop by loop
-        read_at: dict[tuple[str, str], list[int]] = {}
         for name, path in models.items():
             exported = (Path(path) / "ledger-export.json").is_file()  # a base is read once, at loop 1
             for index, asked in enumerate(sweep if exported else [1]):
@@ -140,15 +139,15 @@ def run_battery(
                     kept = _one_filter(config, results["samples"][task])
                     readings = [_reading(task, config, sample, loop) for sample in kept]
                     _merge_rows(rows.setdefault(task, {}), readings, name)
-                    read[(name, task)] = [*read.get((name, task), []), *(r["reading"] for r in readings)]
-                    read_at[(name, task)] = [*read_at.get((name, task), []), loop]
+                    read.setdefault((name, task), []).extend(r["reading"] for r in readings)
                     hits = sum(bool(r["reading"]["correct_by_lm_eval"]) for r in readings)
                     summary.accuracy[(name if at == Path(name) else f"{name}@{loop}", task)] = (hits, len(readings))
         # a model's readings of a task, every loop of the sweep in one file: one piece of evidence (a checkpoint)
         for (name, task), readings_of in read.items():
             file = Path("readings") / name / f"{task}.jsonl"
             _write_jsonl(partial / file, readings_of)
-            predictions.append(_prediction_entry(name, task, read_at[(name, task)], configs[task], file))
+            loops_read = sorted({reading["loop"] for reading in readings_of})
+            predictions.append(_prediction_entry(name, task, loops_read, configs[task], file))
         for task, by_id in rows.items():
             _write_jsonl(partial / "rows" / f"{task}.jsonl", list(by_id.values()))
             summary.tasks[task] = len(by_id)
