@@ -29,6 +29,7 @@ from arms.train.step import StageLosses, TrainingDiverged, take_step
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.protocol.arms import ARM_KINDS, BUDGETS, OBJECTIVES
 from ledger.reader.shared import Reader
+from ledger.rows.tasks.token_corpus import TokenSequences
 
 if TYPE_CHECKING:
     from arms.model.recurrent import RecurrentLM
@@ -53,6 +54,9 @@ class Mixture:
 def draw_batch(rows: Sequence[Any] | Mixture, batch_size: int, *seed_parts: Any) -> list[Any]:
     """The rows of one training step: a seeded draw without replacement (by step, not by position); from a
     mixture, each example's pool by weight, then a row of that pool, all seeded by the step."""
+    if isinstance(rows, TokenSequences):  # billions of sequences: one seeded pass, never a permutation in memory
+        step = int(seed_parts[-1])
+        return rows.batch_at(step * batch_size, batch_size, derived_seed(*seed_parts[:-1], "pass"))
     generator = torch.Generator().manual_seed(derived_seed(*seed_parts))
     if isinstance(rows, Mixture):
         weights = torch.tensor(rows.weights, dtype=torch.float64)

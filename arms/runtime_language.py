@@ -16,14 +16,14 @@ import torch
 
 from arms.readings import Reading, _finite
 from arms.runtime import ArmRuntime, derived_seed
-from arms.train.language import document_text, encode_documents, next_token_loss, sweep_nats
+from arms.train.language import document_ids, encode_documents, encode_ids, next_token_loss, sweep_nats
 from arms.train.recurrence import stage_recurrence
 
 
 def text_loss(runtime: ArmRuntime, rows, stage: Any, step: int) -> torch.Tensor:
     """The loss of one next-token step, with the step's record (``runtime.step_records[step]``)."""
-    texts = [document_text(row, runtime.reader) for row in rows]
-    ids, mask = encode_documents(texts, runtime.tokenizer, stage.max_tokens, "cpu")  # counted on the host
+    documents = [document_ids(row, runtime.reader, runtime.tokenizer) for row in rows]
+    ids, mask = encode_ids(documents, runtime.tokenizer, stage.max_tokens, "cpu")  # counted on the host
     loops, grad_loops, mean = 1, 1, 1.0
     generator = None
     if stage.recurrence is not None:

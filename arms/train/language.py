@@ -24,9 +24,28 @@ def document_text(row: Any, reader: Any) -> str:
     return reader.render(row) + " " + row.answer
 
 
+def document_ids(row: Any, reader: Any, tokenizer: Any) -> list[int]:
+    """A training row's token ids: a packed sequence's own (a token corpus), or its document tokenised."""
+    if row.task == "token_sequence":
+        return list(row.input_ids)
+    return list(tokenizer(document_text(row, reader))["input_ids"])
+
+
 def encode_documents(texts: Sequence[str], tokenizer: Any, max_tokens: int, device) -> tuple[Tensor, Tensor]:
     """(input_ids, attention_mask), right-padded, each document cut to ``max_tokens`` tokens."""
-    sequences = [list(tokenizer(text)["input_ids"])[:max_tokens] for text in texts]
+    return encode_ids([list(tokenizer(text)["input_ids"]) for text in texts], tokenizer, max_tokens, device)
+
+
+def encode_ids(documents: Sequence[list[int]], tokenizer: Any, max_tokens: int, device) -> tuple[Tensor, Tensor]:
+    """Token-id documents as (input_ids, attention_mask), right-padded, each cut to ``max_tokens`` tokens; an id
+    beyond the tokenizer's vocabulary (a corpus tokenised for another model) is refused, not embedded."""
+    sequences = [document[:max_tokens] for document in documents]
+    largest = max(max(sequence, default=0) for sequence in sequences)
+    if largest >= len(tokenizer):
+        raise ValueError(
+            f"token id {largest} is beyond the base's vocabulary of {len(tokenizer)}: the corpus was tokenised "
+            "for another model"
+        )
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), int(pad), dtype=torch.long)

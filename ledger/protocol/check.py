@@ -207,6 +207,8 @@ def _text_stage(protocol: Protocol, objective: Any, stage: Any, at: tuple, probl
         reading = GENERATORS[protocol.manifest(manifest_id).generator].reading
         if reading == "loss" and not objective.reads_text:
             problems.append(((*at, "manifest"), f"objective {stage.objective!r} cannot train on text rows"))
+        if reading == "tokens" and not objective.reads_text:
+            problems.append(((*at, "manifest"), f"objective {stage.objective!r} cannot train on token sequences"))
     sampled = isinstance(stage.recurrence, PoissonLognormalRecurrence)
     if sampled and not objective.reads_text:
         problems.append(

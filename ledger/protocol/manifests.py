@@ -18,10 +18,13 @@ class GeneratorKind(Kind):
     """A task generator. ``reading``: "by_loop" rows are read at every loop (a chain of hops, with depths);
     "choice" rows are multiple choice, read once at loop 1 over their labels; "answer" rows are read against
     their answer at every evaluation loop (a test-recurrence sweep); "loss" rows are text, measured as
-    next-token loss (nats) at every evaluation loop."""
+    next-token loss (nats) at every evaluation loop; "tokens" rows are shards of packed token sequences, trained
+    on only."""
 
     reading: str = "by_loop"
     reads_files: bool = False  # the generator reads a local file (pinned by its SHA-256): built with the folder
+    # "module:attribute" of (spec, rows, protocol folder) -> what a stage trains on, where not the rows themselves
+    training_pool: str | None = None
 
 
 GENERATORS: Registry[GeneratorKind] = Registry("task generator")
@@ -352,8 +355,69 @@ GENERATORS.add(
         reading="answer",
     )
 )
+
+
+class TokenCorpusManifest(_ManifestCommon):
+    """A pre-tokenized, packed corpus of parquet shards (the seed's format: one sequence of ``sequence_length``
+    token ids per record); its rows are the shards, pinned at registration by their SHA-256, and training reads
+    their sequences (``ledger.rows.tasks.token_corpus``)."""
+
+    generator: Literal["token_corpus"]
+    path: str = Field(description="The folder of *.parquet shards (or one shard), relative to the protocol file.")
+    sequence_length: int = Field(
+        ge=2, le=8193, description="Tokens per packed sequence (the seed's: max_length + 1 = 1025)."
+    )
+    column: str = Field(default="input_ids", description="The column that holds each sequence's token ids.")
+    shards: int | None = Field(default=None, ge=1, description="Only the first this many shards, in name order.")
+
+    @model_validator(mode="after")
+    def _trained_only(self) -> TokenCorpusManifest:
+        if self.role != "train":
+            raise _located("a token corpus is training data: role train", ["role"])
+        return self
+
+    @property
+    def size(self) -> int:
+        return self.shards or 0
+
+    def describe(self) -> str:
+        return f"token corpus {self.path} ({self.sequence_length}-token sequences)"
+
+    def fewest_rows(self) -> dict[str, Any]:
+        return {"shards": 1}
+
+    def file_to_come(self, folder: Path | None) -> Path | None:
+        where = Path(self.path) if Path(self.path).is_absolute() else (folder or Path.cwd()) / self.path
+        return None if where.exists() else where.resolve()
+
+    def generator_params(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "split": self.split,
+            "sequence_length": self.sequence_length,
+            "column": self.column,
+            "shards": self.shards,
+        }
+
+
+GENERATORS.add(
+    GeneratorKind(
+        "token_corpus",
+        TokenCorpusManifest,
+        "ledger.rows.tasks.token_corpus:generate_token_corpus",
+        "a pre-tokenized, packed corpus of parquet shards (rows: the shards; training reads their sequences)",
+        reading="tokens",
+        reads_files=True,
+        training_pool="ledger.rows.tasks.token_corpus:training_sequences",
+    )
+)
 ManifestSpec = Annotated[
-    RuleChasingManifest | ArithmeticManifest | ChoiceFileManifest | TextManifest | WordProblemManifest,
+    RuleChasingManifest
+    | ArithmeticManifest
+    | ChoiceFileManifest
+    | TextManifest
+    | WordProblemManifest
+    | TokenCorpusManifest,
     Field(discriminator="generator"),
 ]
 check_union(GENERATORS, ManifestSpec)

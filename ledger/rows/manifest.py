@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ledger.canonical import canonical_json, sha256_hex
 
-Task = Literal["rule_chasing", "arithmetic", "multiple_choice_qa", "text", "word_problem"]
+Task = Literal["rule_chasing", "arithmetic", "multiple_choice_qa", "text", "word_problem", "token_shard"]
 Surface = Literal["symbolic", "relay", "pointer", "multiple_choice", "text", "word_problem"]
 
 

@@ -35,6 +35,7 @@ import yaml
 from ledger.protocol.protocol import Protocol
 
 ROWS = 4  # at most this many rows per training batch
+TOKENS = 64  # tokens a next-token stage keeps per document (a packed corpus's 1,025 would only cost time)
 GENERATED = 4  # with random weights, tokens a dense arm generates per row: the loop runs, its length says nothing
 
 
@@ -219,11 +220,25 @@ def _stand_in_questions(folder: Path, spec: Any) -> Path:
     return file
 
 
+def _stand_in_corpus(folder: Path, spec: Any) -> Path:
+    """For a token corpus the user has not put in place: one parquet shard of ``ROWS`` sequences of the manifest's
+    length, of token ids below 256 (every shipped tokenizer has them), so that the dry run trains as the run will."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shard = folder / "stand-in" / spec.id / "stand-in-0.parquet"
+    shard.parent.mkdir(parents=True, exist_ok=True)
+    sequences = [[(7 * row + 3 * position) % 256 for position in range(spec.sequence_length)] for row in range(ROWS)]
+    pq.write_table(pa.table({spec.column: pa.array(sequences, type=pa.list_(pa.int32()))}), shard)
+    return shard.parent
+
+
 def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool) -> Path:
     """The protocol as the dry run runs it, written into ``folder`` with copies of its claim files: the fewest
-    rows per manifest, one step per stage, every gate recorded; relative paths made absolute, a benchmark file not
-    in place yet replaced by stand-in questions (``_stand_in_questions``). Returns its path."""
-    from ledger.protocol.arms import ARM_KINDS
+    rows per manifest, one step per stage, documents of at most ``TOKENS`` tokens, every gate recorded; relative
+    paths made absolute, a benchmark file or token corpus not in place yet replaced by a stand-in
+    (``_stand_in_questions``, ``_stand_in_corpus``). Returns its path."""
+    from ledger.protocol.arms import ARM_KINDS, OBJECTIVES
     from ledger.protocol.bases import base_location
     from ledger.protocol.manifests import GENERATORS
     from ledger.rows.builder import files_to_come
@@ -237,7 +252,8 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
     for raw, spec in zip(document["manifests"], protocol.manifests, strict=True):
         raw.update(spec.fewest_rows())
         if spec.id in to_come:
-            raw["path"] = str(_stand_in_questions(folder, spec))
+            stand_in = _stand_in_corpus if spec.generator == "token_corpus" else _stand_in_questions
+            raw["path"] = str(stand_in(folder, spec))
         elif GENERATORS[spec.generator].reads_files:
             raw["path"] = str((protocol_dir / raw["path"]).resolve())
     for raw_arm, arm in zip(document["arms"], protocol.arms, strict=True):
@@ -252,12 +268,16 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
                 raw_stage["optimizer"] = {**raw_stage["optimizer"], "schedule": {**raw_stage["optimizer"]["schedule"]}}
                 raw_stage["optimizer"]["schedule"]["decay_fraction"] = 1 / raw_stage["steps"]
             raw_stage["batch_size"] = min(stage.batch_size, ROWS)
+            if OBJECTIVES[stage.objective].reads_text:  # the documents cut short: every path, not the real length
+                raw_stage["max_tokens"] = min(stage.max_tokens, TOKENS)
             if stage.checkpoint_every:
                 raw_stage["checkpoint_every"] = 1  # each of the stage's checkpoints, one step apart
         evaluation = raw_arm.setdefault("evaluation", {})
         if random_weights and "max_new_tokens" in ARM_KINDS[arm.kind].evaluation_options:
             evaluation["max_new_tokens"] = min(arm.evaluation.max_new_tokens, GENERATED)
         evaluation["latency_sample_per_depth"] = min(arm.evaluation.latency_sample_per_depth, 1)
+        if "max_tokens" in evaluation:
+            evaluation["max_tokens"] = min(arm.evaluation.max_tokens, TOKENS)
     for gate in document.get("gates") or []:
         gate["action"] = "flag"  # random weights fail every gate: each is read and recorded, none stops an arm
     (folder / "protocols").mkdir()
@@ -299,7 +319,9 @@ def dry_run(
     from ledger.rows.builder import files_to_come
 
     for name, file in files_to_come(protocol).items():
-        done.lines.append(f"manifest {name}: {file} is not here yet: {ROWS} stand-in questions under its first ids")
+        corpus = protocol.manifest(name).generator == "token_corpus"
+        stand_in = f"{ROWS} stand-in sequences" if corpus else f"{ROWS} stand-in questions under its first ids"
+        done.lines.append(f"manifest {name}: {file} is not here yet: {stand_in}")
     with tempfile.TemporaryDirectory(prefix="ledger-dry-run-") as scratch:
         folder = Path(scratch)
         small = miniature(path, protocol, folder, random_weights)

@@ -48,11 +48,20 @@ class StageTraining:
         (the same on every rank)."""
         seed_parts = (self.run.protocol.seed, arm.id, stage.id)
         if not stage.mixture:
-            return list(self.run.manifests[stage.manifest].rows), seed_parts
+            return self._pool(stage.manifest), seed_parts
         from arms.runtime import Mixture
 
-        pools = tuple(list(self.run.manifests[name].rows) for name in stage.mixture)
+        pools = tuple(self._pool(name) for name in stage.mixture)
         return Mixture(pools, tuple(float(weight) for weight in stage.mixture.values())), seed_parts
+
+    def _pool(self, manifest_id: str):
+        """A manifest's rows as a stage trains on them (a token corpus: its shards' sequences)."""
+        from ledger.protocol.manifests import GENERATORS
+
+        spec, rows = self.run.protocol.manifest(manifest_id), self.run.manifests[manifest_id].rows
+        if GENERATORS[spec.generator].training_pool is None:
+            return list(rows)
+        return GENERATORS.resolve(spec.generator, "training_pool")(spec, rows, self.run.protocol.folder)
 
     def _flops_before(self, parent: str) -> float:
         return float(self.run.store.checkpoint_meta([parent]).get(parent, {}).get("flops_total", 0.0))
