@@ -109,13 +109,20 @@ class ArmRuntime:
         """What a training step cost (its checkpoint's training record): FLOPs by the seed's rule unless given."""
         if flops is None:
             flops = tokens * self.flops_per_token(loops, grad_loops)
-        self.step_records[step] = {
-            "loops": loops,
-            "grad_loops": grad_loops,
-            "mean": mean,
-            "tokens": tokens,
-            "flops": flops,
-        }
+        record = {"loops": loops, "grad_loops": grad_loops, "mean": mean, "tokens": tokens, "flops": flops}
+        earlier = self.step_records.get(step)
+        if earlier is not None and earlier.get("open"):  # another micro-batch of the same step: what both cost
+            parts = earlier["parts"] + 1
+            record = {
+                "loops": max(loops, earlier["loops"]),
+                "grad_loops": max(grad_loops, earlier["grad_loops"]),
+                "mean": (earlier["mean"] * earlier["parts"] + mean) / parts,
+                "tokens": earlier["tokens"] + tokens,
+                "flops": earlier["flops"] + flops,
+            }
+        else:
+            parts = 1
+        self.step_records[step] = record | {"open": True, "parts": parts}
 
     def read_sweep(self, rows: Sequence[Any], evaluation: Any, reading: str, progress: Tick = None) -> list[Reading]:
         """Rows read at every test recurrence: "loss" rows as next-token loss, "answer" rows against their answer."""
@@ -195,13 +202,20 @@ class ArmRuntime:
             batch = world.shard(draw_batch(rows, stage.batch_size, *seed_parts, step))
             if schedule is not None:
                 optimizer.set_lr_scale(schedule.scale(step, stage.steps))
+            micro = stage.micro_batch_size or len(batch)
+            parts = [
+                functools.partial(self.loss, batch[i : i + micro], stage, step) for i in range(0, len(batch), micro)
+            ]
             taken = take_step(
                 optimizer,
-                functools.partial(self.loss, batch, stage, step),
+                parts if len(parts) > 1 else parts[0],
                 trainable,
                 grad_clip=stage.optimizer.grad_clip,
                 world=world,
             )
+            if step in self.step_records:
+                record = self.step_records[step]
+                record.pop("open"), record.pop("parts")
             self.first_update.after_step(taken.updated, f"stage {stage.id}, step {step}: ")
             losses.add(step, taken.loss)
             if step in self.step_records and world.parallel:  # every rank's tokens, not only this one's

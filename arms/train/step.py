@@ -13,7 +13,7 @@ fails the stage there, naming its step (``TrainingDiverged``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,26 +40,33 @@ class Step:
 
 def take_step(
     optimizer: Any,
-    loss_fn: Callable[[], torch.Tensor],
+    loss_fn: Callable[[], torch.Tensor] | Sequence[Callable[[], torch.Tensor]],
     params: Iterable[torch.nn.Parameter],
     *,
     grad_clip: float = GRAD_CLIP,
     world: World = SINGLE,
 ) -> Step:
-    """One optimiser step on ``loss_fn()``.
+    """One optimiser step on ``loss_fn()``, or on the mean of a step's micro-batch losses (gradient
+    accumulation: each is back-propagated at weight 1/k before the next is computed, so one graph is held).
 
     A loss that reaches no trainable tensor (an adapter arm's depth-1 rows: loop 1 runs without the adapter
     or the bridge) has every gradient zero: the weights stay as they are and ``updated`` is False.
     """
     optimizer.zero_grad()
-    loss = loss_fn()
+    parts = list(loss_fn) if isinstance(loss_fn, Sequence) else [loss_fn]
+    total, reaches = None, False
+    for part in parts:
+        loss = part() if len(parts) == 1 else part() / len(parts)
+        if loss.requires_grad:
+            loss.backward()
+            reaches = True
+        total = loss.detach() if total is None else total + loss.detach()
+    assert total is not None
     # data-parallel: every rank sees the same mean loss and the same decision (arms/train/distributed.py)
-    value = world.average(loss.detach())
-    if not world.any(loss.requires_grad):
+    value = world.average(total)
+    if not world.any(reaches):
         return Step(value, None, False)
     params = list(params)
-    if loss.requires_grad:
-        loss.backward()
     world.average_gradients(params)
     grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
     optimizer.step()

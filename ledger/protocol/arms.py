@@ -329,6 +329,12 @@ class Stage(_LateOptions):
     )
     steps: int = Field(ge=1)
     batch_size: int = Field(ge=1)
+    micro_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Gradient accumulation: each rank runs its share of the step's batch this many rows at a time, "
+        "the step's loss the mean of theirs (the seed's micro_batch_size): the same step in less memory.",
+    )
     optimizer: Optimizer
     recurrence: Recurrence | None = None
     anneal_fraction: float | None = Field(
@@ -336,7 +342,7 @@ class Stage(_LateOptions):
     )
     gates: list[str] = Field(default_factory=list, description="Gates evaluated after this stage.")
 
-    _late_options = ("mixture", "max_tokens", "checkpoint_every")
+    _late_options = ("mixture", "max_tokens", "checkpoint_every", "micro_batch_size")
 
     def manifests(self) -> list[str]:
         """The manifests the stage draws from."""
@@ -348,6 +354,11 @@ class Stage(_LateOptions):
             raise _located("a stage needs exactly one of 'manifest: ID' or 'mixture: {ID: weight}'", [])
         if any(weight <= 0 for weight in self.mixture.values()):
             raise _located("mixture weights must be positive", ["mixture"])
+        if self.micro_batch_size is not None and self.micro_batch_size > self.batch_size:
+            raise _located(
+                f"micro_batch_size {self.micro_batch_size} is above the step's batch_size {self.batch_size}",
+                ["micro_batch_size"],
+            )
         return self
 
     @model_validator(mode="after")

@@ -268,6 +268,8 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
                 raw_stage["optimizer"] = {**raw_stage["optimizer"], "schedule": {**raw_stage["optimizer"]["schedule"]}}
                 raw_stage["optimizer"]["schedule"]["decay_fraction"] = 1 / raw_stage["steps"]
             raw_stage["batch_size"] = min(stage.batch_size, ROWS)
+            if stage.micro_batch_size is not None:  # two micro-batches: the accumulation runs
+                raw_stage["micro_batch_size"] = min(stage.micro_batch_size, raw_stage["batch_size"] // 2 or 1)
             if OBJECTIVES[stage.objective].reads_text:  # the documents cut short: every path, not the real length
                 raw_stage["max_tokens"] = min(stage.max_tokens, TOKENS)
             if stage.checkpoint_every:

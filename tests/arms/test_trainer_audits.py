@@ -379,3 +379,26 @@ def test_evaluate_loops_is_the_readers_decode_of_the_full_logits():
         assert fixed[b][row.depth].target == PERM[row.answer]
     acc = accuracy_by_loop(forced)
     assert set(acc) == {1, 2, 3, 4}
+
+
+def test_micro_batches_accumulate_to_the_whole_batch_step():
+    """take_step over micro-batch losses (each at weight 1/k) moves the weights as one step on the mean loss."""
+    from arms.train.step import take_step
+
+    torch.manual_seed(0)
+    inputs, targets = torch.randn(8, 5), torch.randn(8, 1)
+    whole, parts = torch.nn.Linear(5, 1), torch.nn.Linear(5, 1)
+    parts.load_state_dict(whole.state_dict())
+
+    def loss(model, rows):
+        return torch.nn.functional.mse_loss(model(inputs[rows]), targets[rows])
+
+    one = take_step(torch.optim.SGD(whole.parameters(), lr=0.1), lambda: loss(whole, slice(0, 8)), whole.parameters())
+    four = take_step(
+        torch.optim.SGD(parts.parameters(), lr=0.1),
+        [lambda i=i: loss(parts, slice(2 * i, 2 * i + 2)) for i in range(4)],
+        parts.parameters(),
+    )
+    assert torch.allclose(one.loss, four.loss) and torch.allclose(one.grad_norm, four.grad_norm)
+    for a, b in zip(whole.parameters(), parts.parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)

@@ -5,6 +5,7 @@ changed after registration stops the next run before it trains."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -43,7 +44,16 @@ arms:
     stages:
       - {{id: heal, objective: next_token, manifest: web, steps: 3, batch_size: 4, max_tokens: 64, optimizer: {{kind: adamw, lr: 1.0e-4}}, recurrence: {{kind: poisson_lognormal, mean: 2, backprop_depth: 2, offset: corrected}}}}
       - {{id: mix, objective: next_token, mixture: {{web: 0.5, general: 0.5}}, steps: 2, batch_size: 4, max_tokens: 64, optimizer: {{kind: adamw, lr: 1.0e-4}}, recurrence: {{kind: poisson_lognormal, mean: 2, backprop_depth: 2, offset: corrected}}}}
-    evaluation: {{manifests: [problems_dev, general_dev], loops: [1, 2], batch_size: 4, max_tokens: 64, latency_sample_per_depth: 0}}
+    evaluation: &read {{manifests: [problems_dev, general_dev], loops: [1, 2], batch_size: 4, max_tokens: 64, latency_sample_per_depth: 0}}
+  - id: M_micro
+    kind: recurrent
+    base: tiny8
+    surgery: {{tuple: [2, 2, 2]}}
+    bridge: {{kind: concat, init: identity, initial_state: random, sigma: 1.0}}
+    budget: {{kind: full_model}}
+    stages:
+      - {{id: heal, objective: next_token, manifest: web, steps: 3, batch_size: 4, micro_batch_size: 2, max_tokens: 64, optimizer: {{kind: adamw, lr: 1.0e-4}}, recurrence: {{kind: poisson_lognormal, mean: 2, backprop_depth: 2, offset: corrected}}}}
+    evaluation: *read
 """,
         encoding="utf-8",
     )
@@ -65,8 +75,11 @@ def test_a_stage_trains_on_the_shards_sequences_and_a_changed_shard_is_refused(t
     (shards,) = store.manifests_of([store.protocols()[0].sha256], name="web")
     assert [row.row_id for row in store.manifest_rows(shards.sha256)] == ["web/train-0.parquet", "web/train-1.parquet"]
     metas = [json.loads(row["meta_json"]) for row in store.rows_of("checkpoints")]
-    heal = next(meta for meta in metas if meta.get("steps") == 3)
-    assert heal["step_tokens"] == [4 * 32] * 3  # 4 sequences of 33 tokens: 32 predicted positions each
+    heals = [meta for meta in metas if meta.get("steps") == 3]
+    assert len(heals) == 2  # M, and M_micro in micro-batches of 2: each step's cost is its whole batch's
+    for heal in heals:
+        assert heal["step_tokens"] == [4 * 32] * 3  # 4 sequences of 33 tokens: 32 predicted positions each
+        assert all(math.isfinite(loss) for loss in heal["losses"])
     write_shard(tmp_path / "web" / "train-1.parquet", sequences[6:][::-1])
     again = ledger_cli("run", str(protocol), "--db", db, "--out", str(tmp_path / "run2"))
     assert again.returncode == 3 and "web" in again.stderr and "Traceback" not in again.stderr, again.stderr[-2000:]
