@@ -58,9 +58,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     out.print(arms)
     out.print(_manifest_table(protocol, manifests))
     for name, file in to_come.items():
+        corpus = protocol.manifest(name).generator == "token_corpus"
+        what = "its shards' folder" if corpus else "its file"
+        checks = "hashes every shard" if corpus else "checks its questions' ids"
         out.print(
-            f"manifest {name}: its file {file} is not here yet; put it there before `ledger register`, which "
-            "checks its questions' ids and pins its rows"
+            f"manifest {name}: {what} {file} is not here yet; put it there before `ledger register`, which "
+            f"{checks} and pins its rows"
         )
     gates = Table(title="gates")
     for column in ("id", "kind", "manifest", "rule", "action"):

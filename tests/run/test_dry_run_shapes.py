@@ -107,12 +107,28 @@ def test_random_weights_alone_and_an_unknown_architecture_are_one_line(tmp_path,
     assert "no config.json describes base 'someone/unknown-7B'" in err and "Qwen/Qwen2.5-0.5B-Instruct" in err
 
 
+REAL_SCALE = {
+    # protocol: (its arms, its stand-ins: ARC questions, token corpora)
+    "phaseA": (("A_install", "A", "A_anneal", "E", "E_anneal", "B", "C", "D"), ("arc_easy", "arc_challenge"), ()),
+    "designM-tinyllama": (
+        ("R4", "R8", "R16", "R32", "C", "H2", "H1", "C2", "C1"),
+        ("arc_easy", "arc_challenge"),
+        ("math", "fineweb", "even_mix"),
+    ),
+    "designM-llama32": (("L", "L_flat", "L_random", "C"), ("arc_easy", "arc_challenge"), ("fineweb",)),
+}
+
+
 @pytest.mark.long
-def test_phaseA_at_its_real_shapes_runs_every_arm_with_no_weights():
-    """The paper's Phase A protocol run on its miniature with every arm built at Qwen2.5's shapes in bf16: a step
-    of every stage (or, for an arm whose training state this machine cannot hold, the reason), every evaluated
-    manifest read at every loop, every claim judged in the throwaway ledger. Its time and peak memory are printed
-    (`-s`); with a 15 GiB ceiling the peak stays under 16 GiB, and a stage that would pass it says why."""
+@pytest.mark.parametrize("name", list(REAL_SCALE))
+def test_a_real_scale_protocol_runs_every_arm_at_its_shapes_with_no_weights(name):
+    """A paper's protocol run on its miniature with every arm built at its base's shapes in bf16 (Qwen2.5 for
+    Phase A; TinyLlama-1.1B and Llama-3.2-1B for design M): a step of every stage (or, for an arm whose training
+    state this machine cannot hold, the reason), stand-ins for the ARC files and token corpora the user supplies,
+    every evaluated manifest read at every loop, every claim judged in the throwaway ledger. Its time and peak
+    memory are printed (`-s`); with a 15 GiB ceiling the peak stays under 16 GiB, and a stage that would pass it
+    says why."""
+    arms, benchmarks, corpora = REAL_SCALE[name]
     started = time.monotonic()
     result = subprocess.run(
         [
@@ -120,7 +136,7 @@ def test_phaseA_at_its_real_shapes_runs_every_arm_with_no_weights():
             "-m",
             "ledger",
             "check",
-            "protocols/phaseA.yaml",
+            f"protocols/{name}.yaml",
             "--dry-run",
             "--random-weights",
             "--memory-limit",
@@ -132,18 +148,40 @@ def test_phaseA_at_its_real_shapes_runs_every_arm_with_no_weights():
         timeout=3000,
     )
     seconds = time.monotonic() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # the largest child so far
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = " ".join(result.stdout.split())
     left_out = [line for line in result.stdout.splitlines() if "step not taken" in line]
-    print(f"phaseA.yaml dry run with random weights: {seconds:.0f} s, peak {peak:.1f} GiB; {len(left_out)} stages")
+    print(f"{name}.yaml dry run with random weights: {seconds:.0f} s, peak {peak:.1f} GiB; {len(left_out)} stages")
     print("\n".join(left_out))
     assert "first update:" in out  # at least one stage stepped at the real shapes
     assert "random weights shaped by" in out and "the built-in word tokenizer standing in" in out
-    for arm in ("A_install", "A", "A_anneal", "E", "E_anneal", "B", "C", "D"):
+    for arm in arms:
         assert f"{arm}: complete" in out, out
-    for benchmark in ("arc_easy", "arc_challenge"):  # the user's ARC files, not here: stand-in questions read
+    for benchmark in benchmarks:  # the user's ARC files, not here: stand-in questions read
         assert f"manifest {benchmark}: " in out and "stand-in questions under its first ids" in out
-    claims = yaml.safe_load((ROOT / "claims" / "phaseA.yaml").read_text())["claims"]
+    for corpus in corpora:  # the user's packed corpora, not here: a stand-in shard trained on
+        assert f"manifest {corpus}: " in out and "stand-in sequences" in out
+    protocol = yaml.safe_load((ROOT / "protocols" / f"{name}.yaml").read_text())
+    claims = [
+        claim
+        for file in protocol["claims"]
+        for claim in yaml.safe_load((ROOT / "protocols" / file).read_text())["claims"]
+    ]
     assert f"{len(claims)} claims judged in the throwaway ledger" in out, out
     assert peak < 16, f"peak {peak:.1f} GiB"
+
+
+def test_the_gsm8k_claims_read_arms_of_their_protocol_at_its_loops():
+    """design M's GSM8K claims are judged on `ledger lm-eval`'s release, after the run: each names an arm of the
+    protocol, a loop its sweep reads, and a one-sided paired test."""
+    from ledger.protocol.claims import load_claims
+    from ledger.protocol.loader import load_protocol
+
+    protocol = load_protocol(ROOT / "protocols" / "designM-tinyllama.yaml")
+    claim_file = load_claims(ROOT / "claims" / "designM-tinyllama-gsm8k.yaml")
+    assert claim_file.release and claim_file.protocol == "designM-tinyllama-gsm8k"
+    for claim in claim_file.claims:
+        for arm, loop in zip(claim.arms, claim.loops, strict=True):
+            assert protocol.arm(arm) is not None
+            assert loop in (protocol.arm(arm).evaluation.loops if protocol.arm(arm).kind == "recurrent" else [1])
