@@ -109,20 +109,38 @@ class ArmRuntime:
         """What a training step cost (its checkpoint's training record): FLOPs by the seed's rule unless given."""
         if flops is None:
             flops = tokens * self.flops_per_token(loops, grad_loops)
-        record = {"loops": loops, "grad_loops": grad_loops, "mean": mean, "tokens": tokens, "flops": flops}
-        earlier = self.step_records.get(step)
-        if earlier is not None and earlier.get("open"):  # another micro-batch of the same step: what both cost
-            parts = earlier["parts"] + 1
-            record = {
-                "loops": max(loops, earlier["loops"]),
-                "grad_loops": max(grad_loops, earlier["grad_loops"]),
-                "mean": (earlier["mean"] * earlier["parts"] + mean) / parts,
-                "tokens": earlier["tokens"] + tokens,
-                "flops": earlier["flops"] + flops,
+        self.step_records[step] = {
+            "loops": loops,
+            "grad_loops": grad_loops,
+            "mean": mean,
+            "tokens": tokens,
+            "flops": flops,
+        }
+
+    def _micro_batches(self, batch: list[Any], stage: Any, step: int) -> list[Callable[[], torch.Tensor]]:
+        """The step's losses, a micro-batch each (``stage.micro_batch_size``), each keeping its own cost; the step's
+        record is then what they cost together (``_join_records``)."""
+        micro = stage.micro_batch_size or len(batch)
+        self._micro_records: list[dict] = []
+
+        def loss(rows: list[Any]) -> torch.Tensor:
+            value = self.loss(rows, stage, step)
+            if step in self.step_records:
+                self._micro_records.append(self.step_records.pop(step))
+            return value
+
+        return [functools.partial(loss, batch[i : i + micro]) for i in range(0, len(batch), micro)]
+
+    def _join_records(self, step: int) -> None:
+        parts = self._micro_records
+        if parts:
+            self.step_records[step] = {
+                "loops": max(part["loops"] for part in parts),
+                "grad_loops": max(part["grad_loops"] for part in parts),
+                "mean": sum(part["mean"] for part in parts) / len(parts),
+                "tokens": sum(part["tokens"] for part in parts),
+                "flops": sum(part["flops"] for part in parts),
             }
-        else:
-            parts = 1
-        self.step_records[step] = record | {"open": True, "parts": parts}
 
     def read_sweep(self, rows: Sequence[Any], evaluation: Any, reading: str, progress: Tick = None) -> list[Reading]:
         """Rows read at every test recurrence: "loss" rows as next-token loss, "answer" rows against their answer."""
@@ -202,10 +220,7 @@ class ArmRuntime:
             batch = world.shard(draw_batch(rows, stage.batch_size, *seed_parts, step))
             if schedule is not None:
                 optimizer.set_lr_scale(schedule.scale(step, stage.steps))
-            micro = stage.micro_batch_size or len(batch)
-            parts = [
-                functools.partial(self.loss, batch[i : i + micro], stage, step) for i in range(0, len(batch), micro)
-            ]
+            parts = self._micro_batches(batch, stage, step)
             taken = take_step(
                 optimizer,
                 parts if len(parts) > 1 else parts[0],
@@ -213,9 +228,7 @@ class ArmRuntime:
                 grad_clip=stage.optimizer.grad_clip,
                 world=world,
             )
-            if step in self.step_records:
-                record = self.step_records[step]
-                record.pop("open"), record.pop("parts")
+            self._join_records(step)
             self.first_update.after_step(taken.updated, f"stage {stage.id}, step {step}: ")
             losses.add(step, taken.loss)
             if step in self.step_records and world.parallel:  # every rank's tokens, not only this one's

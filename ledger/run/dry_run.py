@@ -35,6 +35,7 @@ import yaml
 from ledger.protocol.protocol import Protocol
 
 ROWS = 4  # at most this many rows per training batch
+SHAPED_CHECKPOINTS = 2  # with random weights, a checkpointing stage's checkpoints in the miniature
 TOKENS = 64  # tokens a next-token stage keeps per document (a packed corpus's 1,025 would only cost time)
 GENERATED = 4  # with random weights, tokens a dense arm generates per row: the loop runs, its length says nothing
 
@@ -178,28 +179,39 @@ def _shaped_bases(protocol: Protocol, protocol_dir: Path) -> tuple[dict[str, tup
     return bases, lines
 
 
-def _mini_steps(stage: Any) -> int:
-    """A stage's steps in the miniature: one per checkpoint it records (``checkpoint_every``), else one, or two
-    where it warms up (a warm-up step, then one at the full rate); a warmup-stable-decay schedule has a step of
-    each of its parts."""
+def _mini_steps(stage: Any, most_checkpoints: int | None = None) -> int:
+    """A stage's steps in the miniature: one per checkpoint it records (``checkpoint_every``; at most
+    ``most_checkpoints`` of them, where given), else one, or two where it warms up (a warm-up step, then one at
+    the full rate); a warmup-stable-decay schedule has a step of each of its parts."""
     schedule = stage.optimizer.schedule
     warmed = bool(schedule and schedule.warmup_steps)
     least = 1 + warmed + 1 if schedule and schedule.kind == "wsd" else 1  # a warm-up, a stable and a decay step
     if stage.checkpoint_every:
-        return max(2, least, math.ceil(stage.steps / stage.checkpoint_every))
+        checkpoints = math.ceil(stage.steps / stage.checkpoint_every)
+        return max(2, least, min(checkpoints, most_checkpoints or checkpoints))
     return max(least, 2 if warmed else 1)
 
 
-def _mini_step(protocol: Protocol, claim: dict, step: int) -> int:
+def _mini_step(protocol: Protocol, claim: dict, step: int, most_checkpoints: int | None = None) -> int:
     """A claim's ``at_step`` in the miniature: the same checkpoint (a stage's last step, or its n-th
-    ``checkpoint_every`` checkpoint) of the first arm it names."""
+    ``checkpoint_every`` checkpoint, the last one kept where there are fewer) of the first arm it names."""
     arm_id = (claim.get("arms") or [claim.get("arm")])[0]
     for stage in protocol.arm(arm_id).stages if not str(arm_id).startswith("base:") else []:
         if stage.steps == step:
-            return _mini_steps(stage)
+            return _mini_steps(stage, most_checkpoints)
         if stage.checkpoint_every and step % stage.checkpoint_every == 0 and step < stage.steps:
-            return step // stage.checkpoint_every
+            return min(step // stage.checkpoint_every, _mini_steps(stage, most_checkpoints))
     return step
+
+
+def _loop_ranks(protocol: Protocol) -> dict[int, int]:
+    """Each test recurrence the protocol reads -> its rank among them (1, 2, 4, ..., 32 -> 1, 2, 3, ..., 6): at a
+    real model's shapes a sweep to 32 costs minutes a reading on this CPU; the ranks keep every sweep's order, its
+    length and every claim's pairs of loops (an identity for loops that run 1, 2, ..., K already)."""
+    sweeps = [getattr(arm.evaluation, "loops", None) for arm in protocol.arms]
+    sweeps += [getattr(spec, "loops", None) for spec in protocol.manifests]
+    read = {loop for sweep in sweeps if isinstance(sweep, list) for loop in sweep}  # "forced" reads each depth
+    return {loop: rank for rank, loop in enumerate(sorted(read), start=1)}
 
 
 def _stand_in_questions(folder: Path, spec: Any) -> Path:
@@ -235,7 +247,8 @@ def _stand_in_corpus(folder: Path, spec: Any) -> Path:
 
 def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool) -> Path:
     """The protocol as the dry run runs it, written into ``folder`` with copies of its claim files: the fewest
-    rows per manifest, one step per stage, documents of at most ``TOKENS`` tokens, every gate recorded; relative
+    rows per manifest, one step per stage, documents of at most ``TOKENS`` tokens, every gate recorded (with random
+    weights: at most ``SHAPED_CHECKPOINTS`` checkpoints a stage, test recurrences by rank, ``_loop_ranks``); relative
     paths made absolute, a benchmark file or token corpus not in place yet replaced by a stand-in
     (``_stand_in_questions``, ``_stand_in_corpus``). Returns its path."""
     from ledger.protocol.arms import ARM_KINDS, OBJECTIVES
@@ -243,14 +256,19 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
     from ledger.protocol.manifests import GENERATORS
     from ledger.rows.builder import files_to_come
 
+    # at a real model's shapes every checkpoint reads every evaluated manifest at every loop: two show the curve
+    most_checkpoints = SHAPED_CHECKPOINTS if random_weights else None
     protocol_dir = path.resolve().parent
     document = copy.deepcopy(yaml.safe_load(path.read_text(encoding="utf-8")))
     for name, base in document["bases"].items():
         if str(base["source"]).startswith(("./", "../")):
             base["source"] = base_location(protocol.bases[name], protocol_dir)
     to_come = files_to_come(protocol)
+    ranks = _loop_ranks(protocol) if random_weights else {}
     for raw, spec in zip(document["manifests"], protocol.manifests, strict=True):
         raw.update(spec.fewest_rows())
+        if isinstance(raw.get("loops"), list):
+            raw["loops"] = [ranks.get(loop, loop) for loop in raw["loops"]]
         if spec.id in to_come:
             stand_in = _stand_in_corpus if spec.generator == "token_corpus" else _stand_in_questions
             raw["path"] = str(stand_in(folder, spec))
@@ -263,7 +281,7 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
             if warmed:  # one warm-up step, then one at the full rate (the step whose first update is measured)
                 raw_stage["optimizer"] = {**raw_stage["optimizer"], "schedule": {**raw_stage["optimizer"]["schedule"]}}
                 raw_stage["optimizer"]["schedule"]["warmup_steps"] = 1
-            raw_stage["steps"] = _mini_steps(stage)
+            raw_stage["steps"] = _mini_steps(stage, most_checkpoints)
             if schedule is not None and schedule.kind == "wsd":  # its decay: the last step
                 raw_stage["optimizer"] = {**raw_stage["optimizer"], "schedule": {**raw_stage["optimizer"]["schedule"]}}
                 raw_stage["optimizer"]["schedule"]["decay_fraction"] = 1 / raw_stage["steps"]
@@ -274,7 +292,9 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
                 raw_stage["max_tokens"] = min(stage.max_tokens, TOKENS)
             if stage.checkpoint_every:
                 raw_stage["checkpoint_every"] = 1  # each of the stage's checkpoints, one step apart
-        evaluation = raw_arm.setdefault("evaluation", {})
+        evaluation = raw_arm["evaluation"] = dict(raw_arm.get("evaluation") or {})  # a YAML alias is shared
+        if isinstance(evaluation.get("loops"), list):  # not "forced"
+            evaluation["loops"] = [ranks.get(loop, loop) for loop in evaluation["loops"]]
         if random_weights and "max_new_tokens" in ARM_KINDS[arm.kind].evaluation_options:
             evaluation["max_new_tokens"] = min(arm.evaluation.max_new_tokens, GENERATED)
         evaluation["latency_sample_per_depth"] = min(arm.evaluation.latency_sample_per_depth, 1)
@@ -291,7 +311,11 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
         claim_file = yaml.safe_load(source.read_text(encoding="utf-8"))
         for claim in claim_file.get("claims") or []:
             if claim.get("at_step") is not None:
-                claim["at_step"] = _mini_step(protocol, claim, int(claim["at_step"]))
+                claim["at_step"] = _mini_step(protocol, claim, int(claim["at_step"]), most_checkpoints)
+            if "loop" in claim:
+                claim["loop"] = ranks.get(claim["loop"], claim["loop"])
+            if isinstance(claim.get("loops"), list):
+                claim["loops"] = [ranks.get(loop, loop) for loop in claim["loops"]]
         (folder / "claims" / copy_name).write_text(yaml.safe_dump(claim_file, sort_keys=False), encoding="utf-8")
         claims.append(f"../claims/{copy_name}")
     document["claims"] = claims

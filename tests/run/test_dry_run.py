@@ -139,3 +139,32 @@ def test_a_memory_limit_needs_random_weights_and_a_positive_size(capsys):
     assert "give --dry-run --random-weights" in capsys.readouterr().err
     assert main(["check", "protocols/smoke.yaml", "--dry-run", "--random-weights", "--memory-limit", "0"]) == 2
     assert "give a positive number of GiB" in capsys.readouterr().err
+
+
+def test_the_miniature_at_real_shapes_trains_a_stand_in_corpus_in_micro_batches(tmp_path):
+    """designM-llama32.yaml's packed corpus is the user's: the miniature trains on one stand-in shard of
+    sequences of the manifest's length, cut to a few tokens, in two micro-batches, with two of its checkpoints."""
+    from ledger.rows.builder import files_to_come
+    from ledger.run.dry_run import SHAPED_CHECKPOINTS, TOKENS
+
+    path = ROOT / "protocols" / "designM-llama32.yaml"
+    protocol = load_protocol(path)
+    assert "fineweb" in files_to_come(protocol)
+    small = check_protocol_file(miniature(path, protocol, tmp_path, random_weights=True)).protocol
+    assert files_to_come(small) == {}
+    (shard,) = build_manifests(small)["fineweb"].rows
+    assert shard.meta["sequences"] == ROWS and shard.meta["sequence_length"] == 1025
+    stage = small.arm("L").stages[0]
+    assert (stage.steps, stage.checkpoint_every) == (SHAPED_CHECKPOINTS, 1)
+    assert (stage.batch_size, stage.micro_batch_size, stage.max_tokens) == (ROWS, ROWS // 2, TOKENS)
+    # the sweep 1, 2, 4, ..., 32 read by rank (1, ..., 6): every claim keeps its pair of loops, in order
+    assert small.arm("L").evaluation.loops == [1, 2, 3, 4, 5, 6] and small.manifest("arc_easy").loops == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]
+    copied = yaml.safe_load((tmp_path / "claims" / "0-designM-llama32.yaml").read_text())["claims"]
+    assert {claim["id"]: claim["loops"] for claim in copied}["L_rises_with_test_recurrence"] == [6, 1]
