@@ -66,7 +66,11 @@ def _json_safe(value: Any) -> Any:
 
 
 class Unverifiable(Exception):
-    """The evidence a claim needs is not in the ledger."""
+    """The evidence a claim needs is not in the ledger (``figures``: what the statistic found before it stopped)."""
+
+    def __init__(self, message: str, figures: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.figures = figures or {}
 
 
 # ----------------------------------------------------------------------------- one claim
@@ -78,7 +82,9 @@ def evaluate_claim(claim: Claim, evidence: EvidenceSource) -> ClaimResult:
     try:
         result = STATISTICS.implementation(claim.statistic)(claim, recorder)
     except Unverifiable as exc:
-        return ClaimResult(claim.id, claim.statistic, "unverifiable", str(exc), family=claim.family)
+        return ClaimResult(
+            claim.id, claim.statistic, "unverifiable", str(exc), figures=exc.figures, family=claim.family
+        )
     result.family = claim.family
     result.rows_used = recorder.used
     if STATISTICS[claim.statistic].tested and result.outcome != "unverifiable" and not recorder.used:

@@ -80,8 +80,10 @@ def paired_loss(claim: PairedLossClaim, evidence: EvidenceSource) -> ClaimResult
 
 def _curve(evidence: EvidenceSource, arm: str, manifest: str) -> list[tuple[str, float]]:
     curve = evidence.curve(arm, manifest)
-    if not curve:
-        raise Unverifiable(f"no recorded checkpoint of arm {arm!r} with training FLOPs read {manifest!r}")
+    if not curve:  # (a dry run's arm whose step this machine could not hold trains nothing, and records no FLOPs)
+        raise Unverifiable(
+            f"no recorded checkpoint of arm {arm!r} with training FLOPs read {manifest!r}", {"no_flops_curve": True}
+        )
     return curve
 
 
@@ -89,10 +91,11 @@ def _bracket(curve: list[tuple[str, float]], flops: float, arm: str) -> tuple[tu
     """The checkpoints at or just below and at or just above ``flops`` on an arm's curve."""
     below = [point for point in curve if point[1] <= flops]
     above = [point for point in curve if point[1] >= flops]
+    apart = {"flops_curves_apart": True}  # the arms' checkpoints never met at one FLOPs budget
     if not above:
-        raise Unverifiable(f"arm {arm} stopped at {curve[-1][1]:.4g} FLOPs, before {flops:.4g}")
+        raise Unverifiable(f"arm {arm} stopped at {curve[-1][1]:.4g} FLOPs, before {flops:.4g}", apart)
     if not below:
-        raise Unverifiable(f"arm {arm}'s first checkpoint ({curve[0][1]:.4g} FLOPs) is past {flops:.4g}")
+        raise Unverifiable(f"arm {arm}'s first checkpoint ({curve[0][1]:.4g} FLOPs) is past {flops:.4g}", apart)
     return below[-1], above[0]
 
 

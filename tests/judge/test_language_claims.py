@@ -124,6 +124,7 @@ def test_equal_flops_is_unverifiable_without_a_bracketing_checkpoint():
     curves = {"A": [("a1", 100.0)], "B": [("b1", 150.0), ("b2", 200.0)]}
     result = evaluate_claim(flops_claim("loss"), Evidence({}, curves=curves))
     assert result.outcome == "unverifiable" and "first checkpoint" in result.reason
+    assert result.figures == {"flops_curves_apart": True}  # the dry run's miniature tells it from missing evidence
 
 
 class Training:

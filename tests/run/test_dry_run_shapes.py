@@ -108,14 +108,15 @@ def test_random_weights_alone_and_an_unknown_architecture_are_one_line(tmp_path,
 
 
 REAL_SCALE = {
-    # protocol: (its arms, its stand-ins: ARC questions, token corpora)
-    "phaseA": (("A_install", "A", "A_anneal", "E", "E_anneal", "B", "C", "D"), ("arc_easy", "arc_challenge"), ()),
-    "designM-tinyllama": (
-        ("R4", "R8", "R16", "R32", "C", "H2", "H1", "C2", "C1"),
+    # protocol: (its arms, its stand-ins: ARC questions, token corpora; whether a stage steps within 15 GiB here)
+    "phaseA": (
+        ("A_install", "A", "A_anneal", "E", "E_anneal", "B", "C", "D"),
         ("arc_easy", "arc_challenge"),
-        ("math", "fineweb", "even_mix"),
+        (),
+        True,
     ),
-    "designM-llama32": (("L", "L_flat", "L_random", "C"), ("arc_easy", "arc_challenge"), ("fineweb",)),
+    # every arm trains the whole model: 12.7 GiB of training state (22.2 for the dense C) beside the 5.1 held
+    "designM-llama32": (("L", "L_flat", "L_random", "C"), ("arc_easy", "arc_challenge"), ("fineweb",), False),
 }
 
 
@@ -128,7 +129,7 @@ def test_a_real_scale_protocol_runs_every_arm_at_its_shapes_with_no_weights(name
     every evaluated manifest read at every loop, every claim judged in the throwaway ledger. Its time and peak
     memory are printed (`-s`); with a 15 GiB ceiling the peak stays under 16 GiB, and a stage that would pass it
     says why."""
-    arms, benchmarks, corpora = REAL_SCALE[name]
+    arms, benchmarks, corpora, steps_here = REAL_SCALE[name]
     started = time.monotonic()
     result = subprocess.run(
         [
@@ -154,7 +155,12 @@ def test_a_real_scale_protocol_runs_every_arm_at_its_shapes_with_no_weights(name
     left_out = [line for line in result.stdout.splitlines() if "step not taken" in line]
     print(f"{name}.yaml dry run with random weights: {seconds:.0f} s, peak {peak:.1f} GiB; {len(left_out)} stages")
     print("\n".join(left_out))
-    assert "first update:" in out  # at least one stage stepped at the real shapes
+    if steps_here:
+        assert "first update:" in out  # at least one stage stepped at the real shapes
+    else:  # each stage says why it took no step; the claims that need a FLOPs curve say so
+        assert len(left_out) == sum(
+            len(arm["stages"]) for arm in yaml.safe_load((ROOT / "protocols" / f"{name}.yaml").read_text())["arms"]
+        )
     assert "random weights shaped by" in out and "the built-in word tokenizer standing in" in out
     for arm in arms:
         assert f"{arm}: complete" in out, out
