@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
@@ -36,6 +37,12 @@ class StrictModel(BaseModel):
 
 # A problem `ledger check` reports: (field path, message).
 Problem = tuple[tuple[Any, ...], str]
+
+
+def local_path(path: str, folder: str | Path | None) -> Path:
+    """A local file a protocol names: absolute as given, else relative to ``folder`` (the protocol's; else here)."""
+    given = Path(path)
+    return given if given.is_absolute() else (Path(folder) if folder else Path.cwd()) / given
 
 
 def located(message: str, at: list[str | int]) -> PydanticCustomError:

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ledger.protocol.common import DepthRange, LateOptions, StrictModel
+from ledger.protocol.common import DepthRange, LateOptions, StrictModel, local_path
 from ledger.protocol.common import located as _located
 from ledger.registry import Kind, Registry, check_union
 
@@ -223,7 +223,7 @@ class ChoiceFileManifest(_ManifestCommon, LateOptions):
     def file_to_come(self, folder: Path | None) -> Path | None:
         if self.sha256 is not None or self.ids is None:
             return None
-        file = Path(self.path) if Path(self.path).is_absolute() else (folder or Path.cwd()) / self.path
+        file = local_path(self.path, folder)
         return None if file.is_file() else file.resolve()
 
     def generator_params(self) -> dict[str, Any]:
@@ -387,7 +387,7 @@ class TokenCorpusManifest(_ManifestCommon):
         return {"shards": 1}
 
     def file_to_come(self, folder: Path | None) -> Path | None:
-        where = Path(self.path) if Path(self.path).is_absolute() else (folder or Path.cwd()) / self.path
+        where = local_path(self.path, folder)
         return None if where.exists() else where.resolve()
 
     def generator_params(self) -> dict[str, Any]:

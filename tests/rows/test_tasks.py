@@ -438,7 +438,14 @@ def test_a_protocol_asking_more_arithmetic_rows_than_exist_is_refused():
 
 
 def test_registry_dispatch():
-    assert set(GENERATORS.names()) == {"rule_chasing", "arithmetic", "choice_file", "text", "word_problems"}
+    assert set(GENERATORS.names()) == {
+        "rule_chasing",
+        "arithmetic",
+        "choice_file",
+        "text",
+        "word_problems",
+        "token_corpus",
+    }
     direct = generate_rule_chasing(surface="pointer", depth_range=(1, 2), rows_per_depth=2, seed=4, split="test")
     assert (
         generate("rule_chasing", surface="pointer", depth_range=[1, 2], rows_per_depth=2, seed=4, split="test")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.canonical import sha256_file
+from ledger.protocol.common import local_path
 from ledger.rows.manifest import Row
 
 GENERATOR = "choice_file"
@@ -33,11 +34,6 @@ class ChoiceFileError(ValueError):
 
 class ChoiceFileNotHere(ChoiceFileError):
     """A benchmark file (pinned by its ids) the user has not put in place yet."""
-
-
-def resolve(path: str, folder: str | Path | None) -> Path:
-    file = Path(path)
-    return file if file.is_absolute() else (Path(folder) if folder else Path.cwd()) / file
 
 
 def _options(record: dict[str, Any], where: str) -> tuple[str, list[str], list[str]]:
@@ -68,7 +64,7 @@ def generate_choice_file(
     ids: str | None = None,
     folder: str | Path | None = None,
 ) -> list[Row]:
-    file = resolve(path, folder)
+    file = local_path(path, folder)
     if not file.is_file():
         if sha256 is None and ids is not None:
             raise ChoiceFileNotHere(

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.canonical import sha256_file
+from ledger.protocol.common import local_path
 from ledger.rows.manifest import Row
 
 GENERATOR = "token_corpus"
@@ -32,11 +33,6 @@ class TokenCorpusError(ValueError):
 
 class TokenCorpusNotHere(TokenCorpusError):
     """A corpus folder the user has not put in place yet (registration pins it)."""
-
-
-def resolve(path: str, folder: str | Path | None) -> Path:
-    where = Path(path)
-    return where if where.is_absolute() else (Path(folder) if folder else Path.cwd()) / where
 
 
 def _natural(name: str) -> list[Any]:
@@ -102,7 +98,7 @@ def generate_token_corpus(
 ) -> list[Row]:
     """One row per shard, in natural name order: the shard's name, SHA-256, sequences and largest token id."""
     rows = []
-    for file in shard_files(resolve(path, folder), shards):
+    for file in shard_files(local_path(path, folder), shards):
         described = describe_shard(file, column, sequence_length)
         rows.append(
             Row(
@@ -194,7 +190,7 @@ class TokenSequences(Sequence[TokenSequence]):
 
 def training_sequences(spec: Any, rows: Sequence[Row], folder: Path | None) -> TokenSequences:
     """What a stage trains on from a token corpus manifest: the sequences of the shards its rows name."""
-    return TokenSequences(resolve(spec.path, folder), rows)
+    return TokenSequences(local_path(spec.path, folder), rows)
 
 
 def _affine(total: int, seed: int) -> tuple[int, int]:
