@@ -133,7 +133,9 @@ class ArmRuntime:
 
     def _join_records(self, step: int) -> None:
         parts = self._micro_records
-        if parts:
+        if len(parts) == 1:  # the whole batch at once: its record as it was made
+            self.step_records[step] = parts[0]
+        elif parts:
             self.step_records[step] = {
                 "loops": max(part["loops"] for part in parts),
                 "grad_loops": max(part["grad_loops"] for part in parts),
