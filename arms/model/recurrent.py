@@ -113,6 +113,7 @@ class RecurrentLM(nn.Module):
         *,
         split=None,
         tuple_=None,
+        layers=None,
         bridge: str | None = "split",
         adapter_init: str = "identity",
         state_norm: bool = False,
@@ -124,7 +125,7 @@ class RecurrentLM(nn.Module):
         device/dtype. `adapter_init` is the concat adapter's init; `state_norm` the split bridge's."""
         from ledger.protocol.arms import BRIDGES
 
-        surgery = make_surgery(model, split=split, tuple_=tuple_)
+        surgery = make_surgery(model, split=split, tuple_=tuple_, layers=layers)
         hidden = cast(Any, model.config).hidden_size
         if state_norm and bridge != "split":
             raise ValueError("state_norm is an option of the split bridge")

@@ -161,10 +161,32 @@ def tuple_surgery(model: nn.Module, p: int, r: int, c: int) -> CutModel:
     )
 
 
-def make_surgery(model: nn.Module, *, split=None, tuple_=None) -> CutModel:
-    """Cut by exactly one of `split=(a, b)` or `tuple_=(p, r, c)` (the protocol's keys)."""
-    if (split is None) == (tuple_ is None):
-        raise SurgeryError("give exactly one of split=(a, b) or tuple=(p, r, c)")
+def layers_surgery(model: nn.Module, prelude, block, coda) -> CutModel:
+    """Design M with the layers chosen by index: each part's in order, every other layer dropped."""
+    n = _check_model(model)
+    parts = [tuple(int(i) for i in part) for part in (prelude, block, coda)]
+    chosen = [i for part in parts for i in part]
+    if not parts[1] or chosen != sorted(set(chosen)) or chosen[0] < 0 or chosen[-1] >= n:
+        raise SurgeryError(
+            f"layers {[list(part) for part in parts]} need increasing, distinct indices in 0-{n - 1} and a block: "
+            f"{type(model).__name__} has {n} decoder layers"
+        )
+    return CutModel(
+        model=model,
+        prelude_idx=parts[0],
+        block_idx=parts[1],
+        coda_idx=parts[2],
+        dropped_idx=tuple(i for i in range(n) if i not in set(chosen)),
+    )
+
+
+def make_surgery(model: nn.Module, *, split=None, tuple_=None, layers=None) -> CutModel:
+    """Cut by exactly one of `split=(a, b)`, `tuple_=(p, r, c)` or `layers=(prelude, block, coda)` (the
+    protocol's keys)."""
+    if sum(option is not None for option in (split, tuple_, layers)) != 1:
+        raise SurgeryError("give exactly one of split=(a, b), tuple=(p, r, c) or layers=(prelude, block, coda)")
     if split is not None:
         return split_surgery(model, *_ints(split, 2, "split (a, b)"))
+    if layers is not None:
+        return layers_surgery(model, *layers)
     return tuple_surgery(model, *_ints(tuple_, 3, "tuple (p, r, c)"))

@@ -78,8 +78,25 @@ ARM_KINDS: Registry[ArmKind] = Registry("arm kind")
 # ----------------------------------------------------------------------------- arms
 
 
-class Surgery(StrictModel):
-    """Where the recurrent block sits: exactly one of ``split`` or ``tuple``."""
+class LayerChoice(StrictModel):
+    """The base's layers each part takes, by index (the design-M seed's layer-selection ablation)."""
+
+    prelude: list[int] = Field(description="Layer indices run once before the block, in order.")
+    block: list[int] = Field(min_length=1, description="Layer indices of the recurrent block, in order.")
+    coda: list[int] = Field(description="Layer indices run once after the block, in order.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LayerChoice:
+        order = [*self.prelude, *self.block, *self.coda]
+        if min(order, default=0) < 0 or order != sorted(set(order)):
+            raise _located(
+                "layers: increasing, distinct indices from 0, the prelude's before the block's before the coda's", []
+            )
+        return self
+
+
+class Surgery(_LateOptions):
+    """Where the recurrent block sits: exactly one of ``split``, ``tuple`` or ``layers``."""
 
     split: tuple[int, int] | None = Field(
         default=None, description="[a, b]: prelude layers 0..a-1, shared block a..b-1, coda b..end."
@@ -87,11 +104,21 @@ class Surgery(StrictModel):
     tuple_: tuple[int, int, int] | None = Field(
         default=None, alias="tuple", description="[p, r, c]: first p layers, last r + c layers, middle dropped."
     )
+    layers: LayerChoice | None = Field(
+        default=None,
+        description="{prelude: [...], block: [...], coda: [...]}: the layers each part takes by index, the rest "
+        "dropped (e.g. the seed's evenly spaced block [2, 5, 8, 11] of Llama-3.2-1B).",
+    )
+
+    _late_options = ("layers",)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Surgery:
-        if (self.split is None) == (self.tuple_ is None):
-            raise _located("surgery needs exactly one of 'split: [a, b]' or 'tuple: [p, r, c]'", [])
+        if sum(option is not None for option in (self.split, self.tuple_, self.layers)) != 1:
+            raise _located(
+                "surgery needs exactly one of 'split: [a, b]', 'tuple: [p, r, c]' or 'layers: {prelude, block, coda}'",
+                [],
+            )
         if self.split is not None:
             a, b = self.split
             if not 0 < a < b:
@@ -104,12 +131,24 @@ class Surgery(StrictModel):
         """The fewest decoder layers a base must have for this surgery."""
         if self.split is not None:
             return self.split[1] + 1
+        if self.layers is not None:
+            return max(self.layers.prelude + self.layers.block + self.layers.coda) + 1
         assert self.tuple_ is not None
         return sum(self.tuple_)
 
+    def describe(self) -> str:
+        if self.split is not None:
+            return f"split {list(self.split)}"
+        if self.layers is not None:
+            return f"layers {self.layers.prelude} {self.layers.block} {self.layers.coda}"
+        return f"tuple {list(self.tuple_ or ())}"
+
     def model_options(self) -> dict[str, Any]:
         """The keyword arguments of ``RecurrentLM.build`` this spec sets (the one mapping)."""
-        return {"split": self.split, "tuple_": self.tuple_}
+        options: dict[str, Any] = {"split": self.split, "tuple_": self.tuple_}
+        if self.layers is not None:
+            options["layers"] = (self.layers.prelude, self.layers.block, self.layers.coda)
+        return options
 
 
 class SplitBridge(_LateOptions):

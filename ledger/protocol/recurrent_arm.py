@@ -53,9 +53,7 @@ class RecurrentArm(ArmSpec, LateOptions):
     # -- what it is
 
     def design(self) -> str:
-        where = (
-            f"split {list(self.surgery.split)}" if self.surgery.split else f"tuple {list(self.surgery.tuple_ or ())}"
-        )
+        where = self.surgery.describe()
         budget = f"adapter r={self.budget.rank}" if isinstance(self.budget, AdapterBudget) else self.budget.kind
         return f"{where}, {self.bridge.describe()}, {budget}"
 

@@ -352,9 +352,41 @@ def test_tuple_surgery_drops_the_middle_on_a_tiny_model():
     assert "dropped 1-2" in s.describe()
 
 
+def test_layers_chosen_by_index_cut_as_the_tuple_that_names_them_and_run_a_spaced_block():
+    """layers=(prelude, block, coda) with the tuple's own indices is the tuple's cut, bit for bit in the forward;
+    an evenly spaced block (the seed's layer-selection ablation) runs its layers in order, the rest dropped."""
+    model = tiny_qwen2()
+    chosen = make_surgery(model, layers=((0,), (3, 4), (5,)))
+    cut = tuple_surgery(model, 1, 2, 1)
+    assert (chosen.prelude_idx, chosen.block_idx, chosen.coda_idx, chosen.dropped_idx) == (
+        cut.prelude_idx,
+        cut.block_idx,
+        cut.coda_idx,
+        cut.dropped_idx,
+    )
+    ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
+    options = dict(bridge="concat", adapter_init="default", s0="zeros")
+    torch.manual_seed(0)
+    by_tuple = RecurrentLM.build(model, tuple_=(1, 2, 1), **options).eval()
+    torch.manual_seed(0)
+    by_layers = RecurrentLM.build(model, layers=((0,), (3, 4), (5,)), **options).eval()
+    by_layers.bridge.load_state_dict(by_tuple.bridge.state_dict())
+    with torch.no_grad():
+        assert torch.equal(by_tuple(ids, mask, loops=3), by_layers(ids, mask, loops=3))
+    spaced = make_surgery(model, layers=((0,), (1, 3), (5,)))
+    assert (spaced.block_idx, spaced.dropped_idx) == ((1, 3), (2, 4))
+    spaced_model = RecurrentLM.build(model, layers=((0,), (1, 3), (5,)), **options).eval()
+    with torch.no_grad():
+        assert not torch.equal(spaced_model(ids, mask, loops=2), by_layers(ids, mask, loops=2))
+
+
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
+        (dict(layers=((0,), (3, 2), (5,))), "increasing, distinct"),
+        (dict(layers=((0,), (), (5,))), "a block"),
+        (dict(layers=((0,), (3,), (6,))), "0-5"),
+        (dict(split=(1, 2), layers=((0,), (1,), (2,))), "exactly one"),
         (dict(split=(3, 7)), "6 decoder layers"),
         (dict(split=(4, 4)), "a < b"),
         (dict(split=(-1, 3)), "0 <= a"),
