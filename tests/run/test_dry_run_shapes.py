@@ -123,7 +123,12 @@ REAL_SCALE = {
         False,
     ),
     # 12.7 GiB of training state (22.2 for the dense C) beside the 5.1 held
-    "designM-llama32": (("L", "L_flat", "L_random", "C"), ("arc_easy", "arc_challenge"), ("fineweb",), False),
+    "designM-llama32": (
+        ("L", "L_flat", "L_random", "C", "W_last", "W_spaced2", "W_spaced4", "W_early"),
+        ("arc_easy", "arc_challenge"),
+        ("fineweb",),
+        False,
+    ),
 }
 
 
