@@ -78,6 +78,23 @@ class ArmRuntime:
         self.device = model_device(model)  # inputs follow the model (the runner placed it)
         self.step_records: dict[int, dict] = {}  # next-token steps: iterations, tokens, FLOPs (the last stage's)
         self._flops_rule: Callable[[int, int], float] | None = None
+        self._stepped: set[int] | None = None  # ids of the only tensors a stage steps (``step_only``); None: all
+
+    def step_only(self, tensors: Sequence[torch.Tensor] | None) -> None:
+        """Let the next stages step only ``tensors`` of the trainable ones (the rest kept frozen, no gradient, no
+        optimiser state); None: all of them. A dry run's arm too large for its machine steps this way, so that its
+        loss, backward, optimiser and schedule still run at the real shapes."""
+        self._stepped = None if tensors is None else {id(t) for t in tensors}
+
+    def _stepped_groups(self) -> tuple[dict[str, list[torch.nn.Parameter]], list[torch.nn.Parameter]]:
+        """The named groups a stage steps, and the trainable tensors it holds frozen meanwhile."""
+        groups = self.named_groups()
+        if self._stepped is None:
+            return groups, []
+        stepped = self._stepped
+        kept = {name: [p for p in group if id(p) in stepped] for name, group in groups.items()}
+        frozen = [p for group in groups.values() for p in group if id(p) not in stepped]
+        return {name: group for name, group in kept.items() if group}, frozen
 
     def flops_per_token(self, loops: int, grad_loops: int) -> float:
         if self._flops_rule is None:
@@ -198,10 +215,28 @@ class ArmRuntime:
         world: World = SINGLE,
         checkpoint: Callable[[int], None] | None = None,
     ) -> float:
+        torch.manual_seed(derived_seed(*seed_parts, "torch"))
+        groups, frozen = self._stepped_groups()
+        for tensor in frozen:
+            tensor.requires_grad_(False)
+        try:
+            return self._train_groups(groups, stage, rows, seed_parts, progress, world, checkpoint)
+        finally:
+            for tensor in frozen:
+                tensor.requires_grad_(True)
+
+    def _train_groups(
+        self,
+        groups: dict[str, list[torch.nn.Parameter]],
+        stage: Any,
+        rows: Sequence[Any],
+        seed_parts: tuple,
+        progress: ProgressFn | None,
+        world: World,
+        checkpoint: Callable[[int], None] | None,
+    ) -> float:
         from arms.train.optim import build_optimizer
 
-        torch.manual_seed(derived_seed(*seed_parts, "torch"))
-        groups = self.named_groups()
         trainable = [p for group in groups.values() for p in group]
         optimizer = build_optimizer(
             groups,

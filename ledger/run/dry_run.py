@@ -12,8 +12,9 @@ and the property test of complete validation call it.
 
 With ``random_weights`` no weights are needed: every base named by hub id, or by a local folder, is built
 from its ``config.json`` at its exact shape with seeded random weights (``arms.bases.shapes``), a dense arm
-generates ``GENERATED`` tokens per row (random weights would run to its whole budget), and an arm whose training
-state this machine cannot hold takes no step (said in the output: its kind's code path is another arm's).
+generates ``GENERATED`` tokens per row (random weights would run to its whole budget), and a stage whose training
+state this machine cannot hold steps only a part of its tensors (``narrow_to_fit``, said in the output): its loss,
+backward, optimiser and schedule run at the real shapes all the same.
 
 Registration's power and acquisition rules are off in the throwaway ledger (no claim can be won on one row per
 depth); the outcomes it prints say that the claims can be judged, not what they will be.
@@ -38,6 +39,7 @@ ROWS = 4  # at most this many rows per training batch
 SHAPED_CHECKPOINTS = 2  # with random weights, a checkpointing stage's checkpoints in the miniature
 TOKENS = 64  # tokens a next-token stage keeps per document (a packed corpus's 1,025 would only cost time)
 GENERATED = 4  # with random weights, tokens a dense arm generates per row: the loop runs, its length says nothing
+PART_BYTES = 2**30  # the training state a stage too large for the machine steps at most: every path, little time
 
 
 class NoBase(LookupError):
@@ -79,17 +81,39 @@ def _release_memory() -> None:
         pass
 
 
+def tensor_state_bytes(tensor: Any) -> int:
+    """What stepping one tensor adds to the arm's weights: its gradient, an fp32 master and the master's gradient
+    for a low-precision one (``arms.train.optim.MasterWeights``), and the optimiser's fp32 state (AdamW: two
+    moments; Muon: one momentum, AdamW's two for what it leaves to AdamW: counted as two)."""
+    size = tensor.element_size()
+    master = 8 if size < 4 else 0
+    return int(tensor.numel()) * (size + master + 8)
+
+
 def training_state_bytes(runtime: Any) -> int:
-    """What one stage's training adds to the arm's weights: a gradient per trainable tensor, an fp32 master and
-    its gradient for a low-precision one (``arms.train.optim.MasterWeights``), and the optimiser's fp32 state
-    (AdamW: two moments; Muon: one momentum, AdamW's two for what it leaves to AdamW: counted as two)."""
-    state = 0
-    for group in runtime.named_groups().values():
-        for tensor in group:
-            size = tensor.element_size()
-            master = 8 if size < 4 else 0
-            state += tensor.numel() * (size + master + 8)
-    return state
+    """What one stage's training adds to the arm's weights: ``tensor_state_bytes`` of every trainable tensor."""
+    return sum(tensor_state_bytes(tensor) for group in runtime.named_groups().values() for tensor in group)
+
+
+def part_that_fits(groups: dict[str, list[Any]], budget: float) -> list[Any]:
+    """The trainable tensors a step too large for the machine steps: in each group its smallest tensor of each
+    rank (a matrix takes Muon's path, a vector AdamW's), then the smallest of the rest while their state fits
+    ``budget`` bytes."""
+    kept: list[Any] = []
+    for group in groups.values():
+        by_size = sorted(group, key=lambda tensor: int(tensor.numel()))
+        for rank in sorted({tensor.dim() for tensor in by_size}):
+            kept.append(next(tensor for tensor in by_size if tensor.dim() == rank))
+    spent = sum(tensor_state_bytes(tensor) for tensor in kept)
+    chosen = {id(tensor) for tensor in kept}
+    rest = sorted((t for group in groups.values() for t in group if id(t) not in chosen), key=lambda t: int(t.numel()))
+    for tensor in rest:
+        cost = tensor_state_bytes(tensor)
+        if spent + cost > budget:
+            break
+        kept.append(tensor)
+        spent += cost
+    return kept
 
 
 def resident_bytes() -> int:
@@ -119,17 +143,27 @@ def memory_limit_bytes(limit_gib: float | None) -> float | None:
     return None if free is None else 0.8 * (free + resident_bytes())
 
 
-def too_large_here(runtime: Any, limit_gib: float | None = None) -> str | None:
-    """Why this arm's training step would take the process past its memory ceiling (``memory_limit_bytes``),
-    counting what it holds now, the training state and the step's activations; else None."""
+def narrow_to_fit(runtime: Any, limit_gib: float | None = None) -> str | None:
+    """Where this arm's training step would take the process past its memory ceiling (``memory_limit_bytes``),
+    counting what it holds now, the training state and the step's activations: let its stage step only the
+    ``part_that_fits`` the room left, at most ``PART_BYTES`` (a step of each optimiser's path at the real shapes,
+    not of every matrix: Muon's orthogonalisation of a 1B model's matrices takes minutes on a CPU), and say so; else let it step every trainable tensor and return None."""
     _release_memory()
     limit = memory_limit_bytes(limit_gib)
-    held, needed = resident_bytes(), training_state_bytes(runtime) + activation_bytes(runtime)
+    held, activations = resident_bytes(), activation_bytes(runtime)
+    needed = training_state_bytes(runtime) + activations
     if limit is None or held + needed <= limit:
+        runtime.step_only(None)
         return None
+    groups = runtime.named_groups()
+    part = part_that_fits(groups, min(limit - held - activations, PART_BYTES))
+    total = sum(len(group) for group in groups.values())
+    state = sum(tensor_state_bytes(tensor) for tensor in part)
+    runtime.step_only(part)
     return (
-        f"its training state and activations need {needed / 2**30:.1f} GiB beside the {held / 2**30:.1f} GiB "
-        f"held, past the {limit / 2**30:.1f} GiB ceiling"
+        f"steps {len(part)} of its {total} trainable tensors ({state / 2**30:.2f} GiB of training state): all of "
+        f"them with the step's activations need {needed / 2**30:.1f} GiB beside the {held / 2**30:.1f} GiB held, "
+        f"past the {limit / 2**30:.1f} GiB ceiling"
     )
 
 
@@ -336,7 +370,7 @@ def dry_run(
 ) -> DryRun:
     """The protocol at ``path`` run on its miniature in a throwaway ledger; ``NoBase`` for a base it cannot build,
     ``DryRunFailed`` for a claim the run cannot judge, else whatever the code raises. With random weights, an
-    arm's stage takes no step where it would pass ``memory_limit_gib`` (``memory_limit_bytes``)."""
+    arm's stage steps only a part of its tensors where all would pass ``memory_limit_gib`` (``narrow_to_fit``)."""
     from ledger.protocol.check import check_protocol_file
     from ledger.run.rehearsal import Rehearsal
     from ledger.run.runner import Runner
@@ -358,8 +392,8 @@ def dry_run(
     with tempfile.TemporaryDirectory(prefix="ledger-dry-run-") as scratch:
         folder = Path(scratch)
         small = miniature(path, protocol, folder, random_weights)
-        leave_out = partial(too_large_here, limit_gib=memory_limit_gib) if random_weights else None
-        rehearsal = Rehearsal(bases, registration_rules=False, leave_out=leave_out, progress=progress)
+        narrow = partial(narrow_to_fit, limit_gib=memory_limit_gib) if random_weights else None
+        rehearsal = Rehearsal(bases, registration_rules=False, narrow=narrow, progress=progress)
         runner = Runner(
             small,
             db=f"sqlite:///{folder / 'ledger.db'}",
@@ -386,7 +420,7 @@ def dry_run(
             done.lines.insert(
                 0, f"base {name}: {where}, " + (f"weights {sha[:12]}" if sha else "built-in, seeded weights")
             )
-    said = ("step not taken", "first update:")  # what each stage's step did, as the run logged it
+    said = ("steps a part:", "first update:")  # what each stage's step did, as the run logged it
     done.lines += [line.split(" INFO ", 1)[-1] for line in log.splitlines() if any(what in line for what in said)]
     for outcome in result.arms:
         stages = ", ".join(f"{gate['gate']} {'passed' if gate['passed'] else 'failed'}" for gate in outcome.gates)

@@ -12,12 +12,13 @@ from typing import Any
 class Rehearsal:
     """``bases``: base name -> (model, tokenizer) built by the dry run (random weights at the base's shape),
     recorded as a built-in base is; ``registration_rules``: False leaves out power and acquisition, which a
-    handful of rows per manifest could never meet; ``leave_out``: given an arm's runtime, why its stages take
-    no step on this machine (None: they do); ``progress``: told each line the run logs, as it logs it."""
+    handful of rows per manifest could never meet; ``narrow``: given an arm's runtime before a stage, lets the
+    stage step only the part of its tensors this machine can hold and says so (None: it steps them all);
+    ``progress``: told each line the run logs, as it logs it."""
 
     bases: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     registration_rules: bool = True
-    leave_out: Callable[[Any], str | None] | None = None
+    narrow: Callable[[Any], str | None] | None = None
     progress: Callable[[str], None] | None = None
 
     def log_handlers(self) -> list[logging.Handler]:

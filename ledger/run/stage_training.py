@@ -118,21 +118,20 @@ class StageTraining:
             span.update(start=step, parent=sha)
 
         self.run.world.tell(("train", stage.id))
-        left_out = self.run.rehearsal.leave_out(runtime) if self.run.rehearsal.leave_out else None
-        if left_out:  # a dry run's arm larger than this machine: no step, its gates and reads as they would be
-            log.info("arm %s stage %s: step not taken: %s", arm.id, stage.id, left_out)
-        with self.run.bar(f"{arm.id} {stage.id}", 0 if left_out else stage.steps, show_loss=True) as advance:
+        narrowed = self.run.rehearsal.narrow(runtime) if self.run.rehearsal.narrow else None
+        if narrowed:  # a dry run's arm larger than this machine: a part of its tensors stepped, all else as it is
+            log.info("arm %s stage %s: steps a part: %s", arm.id, stage.id, narrowed)
+        with self.run.bar(f"{arm.id} {stage.id}", stage.steps, show_loss=True) as advance:
             try:
-                if not left_out:
-                    runtime.train_stage(
-                        stage,
-                        rows,
-                        seed_parts,
-                        progress=stepped,
-                        world=self.run.world,
-                        checkpoint=intermediate if stage.checkpoint_every else None,
-                    )
-                    log.info("arm %s stage %s: first update: %s", arm.id, stage.id, runtime.first_update.summary())
+                runtime.train_stage(
+                    stage,
+                    rows,
+                    seed_parts,
+                    progress=stepped,
+                    world=self.run.world,
+                    checkpoint=intermediate if stage.checkpoint_every else None,
+                )
+                log.info("arm %s stage %s: first update: %s", arm.id, stage.id, runtime.first_update.summary())
             except TrainingDiverged as exc:
                 diverged, failed_gate = str(exc), exc.gate
         parent = str(span["parent"])

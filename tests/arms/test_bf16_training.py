@@ -120,3 +120,22 @@ def test_a_stage_whose_first_update_rounds_away_fails_and_the_dry_run_reports_th
     protocol, runtime = _runtime(ARMS["full_block"])  # bf16 at the protocol's rate, through masters
     runtime.train_stage(protocol.arms[0].stages[0], rows, ("seed",))
     assert runtime.first_update.summary().startswith("the first update moved 100.0%-100.0% of the elements")
+
+
+def test_a_stage_told_to_step_a_part_moves_only_that_part_and_trains_all_after():
+    """``ArmRuntime.step_only``: the stage steps the named tensors alone (no gradient kept for the rest), and the
+    arm's trainable tensors are trainable again after it."""
+    protocol, runtime = _runtime(ARMS["dense"])
+    stage = protocol.arms[0].stages[0]
+    rows = generate_rule_chasing(surface="symbolic", depth_range=(2, 3), rows_per_depth=4, seed=2, split="train")
+    tensors = [p for group in runtime.named_groups().values() for p in group]
+    part = [min(tensors, key=lambda p: p.numel())]
+    before = [p.detach().clone() for p in tensors]
+    runtime.step_only(part)
+    runtime.train_stage(stage, rows, ("seed",))
+    moved = [not torch.equal(p.detach(), b) for p, b in zip(tensors, before, strict=True)]
+    assert moved == [p is part[0] for p in tensors]
+    assert all(p.requires_grad for p in tensors) and all(p.grad is None for p in tensors if p is not part[0])
+    runtime.step_only(None)
+    runtime.train_stage(stage, rows, ("seed",))
+    assert sum(not torch.equal(p.detach(), b) for p, b in zip(tensors, before, strict=True)) > len(tensors) // 2

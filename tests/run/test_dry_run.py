@@ -103,35 +103,55 @@ def test_a_dry_run_judges_every_claim_and_leaves_nothing_behind(capsys, tmp_path
 
 
 class _RuntimeDouble:
-    """What ``too_large_here`` reads of an arm's runtime: its model's vocabulary and its trainable groups."""
+    """What ``narrow_to_fit`` reads of an arm's runtime: its model's vocabulary, its trainable groups, and
+    ``step_only``, where it says which tensors the next stage steps."""
 
-    def __init__(self, parameters: int, vocabulary: int, dtype):
+    def __init__(self, vocabulary: int, dtype, shapes: dict[str, list[tuple[int, ...]]]):
         import torch
 
         self.model = torch.nn.Module()
         self.model.config = type("Config", (), {"vocab_size": vocabulary})()
-        self.weight = torch.nn.Parameter(torch.zeros(parameters, dtype=dtype))
+        self.groups = {
+            name: [torch.nn.Parameter(torch.zeros(shape, dtype=dtype)) for shape in group]
+            for name, group in shapes.items()
+        }
+        self.stepped: list | None = ["not told"]
 
     def named_groups(self):
-        return {"block": [self.weight]}
+        return self.groups
+
+    def step_only(self, tensors):
+        self.stepped = tensors
 
 
-def test_a_step_past_the_memory_ceiling_is_left_out_with_its_reason():
+def test_a_step_past_the_memory_ceiling_steps_the_part_that_fits_with_its_reason():
     import torch
 
-    from ledger.run.dry_run import activation_bytes, resident_bytes, too_large_here, training_state_bytes
+    from ledger.run.dry_run import activation_bytes, narrow_to_fit, resident_bytes, training_state_bytes
 
-    bf16 = _RuntimeDouble(1_000_000, 32_000, torch.bfloat16)
+    shapes = {"matrices": [(1000, 1000), (10, 20), (30, 30), (1000,)], "vectors": [(7,), (50,), (2000,)]}
+    bf16 = _RuntimeDouble(32_000, torch.bfloat16, shapes)
+    elements = 1_000_000 + 200 + 900 + 1000 + 7 + 50 + 2000
     # bf16: its gradient (2), an fp32 master and the master's gradient (8), AdamW's two fp32 moments (8)
-    assert training_state_bytes(bf16) == 18 * 1_000_000
-    assert training_state_bytes(_RuntimeDouble(1_000_000, 32_000, torch.float32)) == 12 * 1_000_000
+    assert training_state_bytes(bf16) == 18 * elements
+    assert training_state_bytes(_RuntimeDouble(32_000, torch.float32, shapes)) == 12 * elements
     assert activation_bytes(bf16) == ROWS * 256 * 32_000 * 12
     held = resident_bytes()
     assert held > 0
     needed = training_state_bytes(bf16) + activation_bytes(bf16)
-    reason = too_large_here(bf16, limit_gib=(held + needed / 4) / 2**30)
+    # room for the activations and the smallest tensors' state, not the large matrix's
+    reason = narrow_to_fit(bf16, limit_gib=(held + activation_bytes(bf16) + 18 * 100_000) / 2**30)
     assert reason is not None and "past the" in reason and "GiB ceiling" in reason
-    assert too_large_here(bf16, limit_gib=(held + needed) / 2**30 + 1) is None
+    kept = {tuple(tensor.shape) for tensor in bf16.stepped}
+    # each group's smallest matrix and vector, then the smallest of the rest while they fit: never the 1000x1000
+    assert (
+        {(10, 20), (1000,), (7,)} <= kept
+        and (1000, 1000) not in kept
+        and kept == {(10, 20), (30, 30), (1000,), (7,), (50,), (2000,)}
+    )
+    assert f"steps {len(kept)} of its 7 trainable tensors" in reason
+    # with room for everything every tensor steps
+    assert narrow_to_fit(bf16, limit_gib=(held + needed) / 2**30 + 1) is None and bf16.stepped is None
 
 
 def test_a_memory_limit_needs_random_weights_and_a_positive_size(capsys):

@@ -108,26 +108,18 @@ def test_random_weights_alone_and_an_unknown_architecture_are_one_line(tmp_path,
 
 
 REAL_SCALE = {
-    # protocol: (its arms, its stand-ins: ARC questions, token corpora; whether a stage steps within 15 GiB here)
-    "phaseA": (
-        ("A_install", "A", "A_anneal", "E", "E_anneal", "B", "C", "D"),
-        ("arc_easy", "arc_challenge"),
-        (),
-        True,
-    ),
-    # every arm trains the whole model: 14.2 GiB of training state (18.8 for the dense ones) beside the 4.6 held
+    # protocol: (its arms, its stand-ins: ARC questions, token corpora)
+    "phaseA": (("A_install", "A", "A_anneal", "E", "E_anneal", "B", "C", "D"), ("arc_easy", "arc_challenge"), ()),
+    # every arm trains the whole model: past the 15 GiB ceiling, each stage steps a part of its tensors
     "designM-tinyllama": (
         ("R4", "R8", "R16", "R32", "C", "H2", "H1", "C2", "C1"),
         ("arc_easy", "arc_challenge"),
         ("math", "fineweb", "even_mix"),
-        False,
     ),
-    # 12.7 GiB of training state (22.2 for the dense C) beside the 5.1 held
     "designM-llama32": (
         ("L", "L_flat", "L_random", "C", "W_last", "W_spaced2", "W_spaced4", "W_early"),
         ("arc_easy", "arc_challenge"),
         ("fineweb",),
-        False,
     ),
 }
 
@@ -136,12 +128,11 @@ REAL_SCALE = {
 @pytest.mark.parametrize("name", list(REAL_SCALE))
 def test_a_real_scale_protocol_runs_every_arm_at_its_shapes_with_no_weights(name):
     """A paper's protocol run on its miniature with every arm built at its base's shapes in bf16 (Qwen2.5 for
-    Phase A; TinyLlama-1.1B and Llama-3.2-1B for design M): a step of every stage (or, for an arm whose training
-    state this machine cannot hold, the reason), stand-ins for the ARC files and token corpora the user supplies,
+    Phase A; TinyLlama-1.1B and Llama-3.2-1B for design M): a step of every stage (of a part of its tensors, with
+    the reason, where the whole training state would not fit this machine), stand-ins for the ARC files and token corpora the user supplies,
     every evaluated manifest read at every loop, every claim judged in the throwaway ledger. Its time and peak
-    memory are printed (`-s`); with a 15 GiB ceiling the peak stays under 16 GiB, and a stage that would pass it
-    says why."""
-    arms, benchmarks, corpora, steps_here = REAL_SCALE[name]
+    memory are printed (`-s`); with a 15 GiB ceiling the peak stays under 16 GiB."""
+    arms, benchmarks, corpora = REAL_SCALE[name]
     started = time.monotonic()
     result = subprocess.run(
         [
@@ -164,15 +155,14 @@ def test_a_real_scale_protocol_runs_every_arm_at_its_shapes_with_no_weights(name
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # the largest child so far
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = " ".join(result.stdout.split())
-    left_out = [line for line in result.stdout.splitlines() if "step not taken" in line]
-    print(f"{name}.yaml dry run with random weights: {seconds:.0f} s, peak {peak:.1f} GiB; {len(left_out)} stages")
-    print("\n".join(left_out))
-    if steps_here:
-        assert "first update:" in out  # at least one stage stepped at the real shapes
-    else:  # each stage says why it took no step; the claims that need a FLOPs curve say so
-        assert len(left_out) == sum(
-            len(arm["stages"]) for arm in yaml.safe_load((ROOT / "protocols" / f"{name}.yaml").read_text())["arms"]
-        )
+    narrowed = [line for line in result.stdout.splitlines() if "steps a part:" in line]
+    stepped = [line for line in result.stdout.splitlines() if "first update:" in line]
+    print(f"{name}.yaml dry run with random weights: {seconds:.0f} s, peak {peak:.1f} GiB; {len(narrowed)} stages")
+    print("\n".join(narrowed))
+    stages = sum(
+        len(arm["stages"]) for arm in yaml.safe_load((ROOT / "protocols" / f"{name}.yaml").read_text())["arms"]
+    )
+    assert len(stepped) == stages, "\n".join(stepped)  # every stage took its step, whole or in part
     assert "random weights shaped by" in out and "the built-in word tokenizer standing in" in out
     for arm in arms:
         assert f"{arm}: complete" in out, out
