@@ -31,6 +31,7 @@ from ledger.cli.ledger_commands import (
 from ledger.cli.protocol_commands import (
     cmd_check,
     cmd_export,
+    cmd_init,
     cmd_manifest,
     cmd_params,
     cmd_pretrain_base,
@@ -104,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=(
             "with --dry-run: build each base from its config.json alone (shipped for the protocols' hub ids, or a "
             "local folder's), seeded random weights of the exact shape; no weights needed; dense arms generate 4 "
-            "tokens, and an arm whose training state this machine cannot hold takes no step (said)"
+            "tokens, and a stage whose training state this machine cannot hold steps a part of its tensors (said)"
         ),
     )
     check.add_argument(
@@ -112,9 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         metavar="GIB",
         help=(
-            "with --random-weights: the GiB the dry run keeps under; an arm whose training step (state and "
-            "activations beside what the run holds) would pass it takes no step, and says so (default: 0.8 of "
-            "what the run holds plus what the machine has free)"
+            "with --random-weights: the GiB the dry run keeps under; a stage whose training step (state and "
+            "activations beside what the run holds) would pass it steps only the part of its tensors that fits, "
+            "and says so (default: 0.8 of what the run holds plus what the machine has free)"
         ),
     )
     check.set_defaults(handler=cmd_check)
@@ -357,6 +358,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="also look for the checkpoint file in DIR (repeatable)",
     )
     export.set_defaults(handler=cmd_export)
+
+    init = commands.add_parser(
+        "init",
+        help="write a protocol and claim file for your own model",
+        description=(
+            "Write PROTOCOLS/NAME.yaml and CLAIMS/NAME.yaml under --out-dir for MODEL from a template: the "
+            "split-bridge Phase A (arms A, B, C) or design M's concat retrofit (arms M, M_flat, C). The model's "
+            "own files fill the source, dtype, SHA-256, layer count, chat template and the cut (the papers' "
+            "proportions); the choices they cannot tell (steps, learning rates) are the template's, marked TUNE. "
+            "Read without torch; writes nothing if the model cannot be read or a file exists (exit 2)."
+        ),
+    )
+    init.add_argument(
+        "model",
+        help="a local Hugging Face model folder (config.json + safetensors), a .gguf file, package:MODULE/FILE, "
+        "or a hub id in the local Hugging Face cache",
+    )
+    init.add_argument("--template", choices=["phaseA", "designM"], default="phaseA", help="(default: phaseA)")
+    init.add_argument("--name", help="the protocol's name (default: TEMPLATE-MODEL)")
+    init.add_argument("--out-dir", default=".", help="where protocols/ and claims/ go (default: .)")
+    init.add_argument("--seed", type=int, default=1, help="the protocol's seed (default: 1)")
+    init.set_defaults(handler=cmd_init)
 
     pretrain = commands.add_parser(
         "pretrain-base",

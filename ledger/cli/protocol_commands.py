@@ -458,6 +458,20 @@ def cmd_pretrain_base(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from ledger.protocol.starter import StarterError, write_starter
+
+    try:
+        protocol, claims = write_starter(args.model, args.template, Path(args.out_dir), args.name, args.seed)
+    except StarterError as exc:
+        raise CommandError(str(exc)) from None
+    out.print(f"wrote {protocol}")
+    out.print(f"wrote {claims}")
+    out.print("the choices marked TUNE are the template's: tune them on the dev rows before you register")
+    out.print(f"next: ledger check {protocol} --dry-run")
+    return EXIT_OK
+
+
 # ----------------------------------------------------------------------------- helpers
 
 
