@@ -370,3 +370,30 @@ def run_environments(store: Store, protocol_sha256s: tuple[str, ...]) -> list[tu
     """``(run ids, environment)`` per distinct environment recorded by these protocols' runs."""
     shas = set(protocol_sha256s)
     return recorded_environments(run for run in store.rows_of("runs") if run["protocol_sha256"] in shas)
+
+
+@dataclass(frozen=True)
+class StageLosses:
+    """One recorded checkpoint's span of a stage: its stage (``install`` or ``install@20``) and each step's loss."""
+
+    stage: str
+    losses: tuple[float, ...]
+
+
+def training_losses(store: Store, protocol_sha256s: tuple[str, ...]) -> dict[str, list[StageLosses]]:
+    """Per arm, in recording order, every checkpoint's per-step training losses (its ``meta.losses``) recorded
+    by a run of these protocols; arms whose checkpoints record no step (an evaluated-only arm) are left out.
+    Over several protocol versions an arm is named with its version's SHA-256 prefix (``A @ 1a2b3c4d``)."""
+    shas = set(_require_scope(protocol_sha256s))
+    runs = {run["run_id"]: run["protocol_sha256"] for run in store.rows_of("runs") if run["protocol_sha256"] in shas}
+    arms: dict[str, list[StageLosses]] = {}
+    for checkpoint in store.rows_of("checkpoints"):  # in the order they were recorded
+        if checkpoint["run_id"] not in runs:
+            continue
+        meta = json.loads(checkpoint["meta_json"]) if checkpoint.get("meta_json") else {}
+        losses = meta.get("losses") if isinstance(meta, dict) else None
+        # several versions in one report: each version's arm is its own curve
+        label = checkpoint["arm"] if len(shas) == 1 else f"{checkpoint['arm']} @ {runs[checkpoint['run_id']][:8]}"
+        if losses:
+            arms.setdefault(label, []).append(StageLosses(str(checkpoint["stage"]), tuple(float(x) for x in losses)))
+    return arms

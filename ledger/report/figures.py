@@ -13,9 +13,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from ledger.report.data import ArmSeries, HeatmapGrid
+from ledger.report.data import ArmSeries, HeatmapGrid, StageLosses
 
-FRONTIER_BAR = 0.71  # (1/4)^(1/4), SPEC section 5
+FRONTIER_BAR = 0.71  # (1/4)^(1/4): docs/science.md, design S
 DPI = 100
 _PNG_METADATA = {"Software": None}  # no version string, no time: identical bytes on re-runs
 _STYLE = "default"  # ignore a user's matplotlibrc: same inputs, same pixels
@@ -178,4 +178,26 @@ def latency_figure(path: Path, manifest: str, series: list[ArmSeries], colors: d
     axes.set_title(f"Accuracy vs latency per depth on manifest {manifest} (labels: depth)")
     axes.grid(True, color="0.9", linewidth=0.6)
     axes.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8, title="arm", title_fontsize=9, frameon=False)
+    _save(figure, path)
+
+
+def loss_figure(path: Path, arm: str, spans: list[StageLosses]) -> None:
+    """One arm's training loss at every step of every stage, one after another; a dotted line where a stage
+    begins, named at the top."""
+    figure = _new_figure(9.0, 3.2)
+    axes = figure.add_axes((0.08, 0.16, 0.88, 0.70))
+    begun: set[str] = set()
+    start = 0
+    for span in spans:
+        stage = span.stage.split("@")[0]  # install@20 is a checkpoint inside stage install
+        if stage not in begun:
+            begun.add(stage)
+            axes.axvline(start, color="0.6", linestyle=":", linewidth=1)
+            axes.annotate(stage, (start, 1.0), xycoords=("data", "axes fraction"), fontsize=8, va="bottom")
+        axes.plot(np.arange(start, start + len(span.losses)), np.array(span.losses), color="C0", linewidth=1.0)
+        start += len(span.losses)
+    axes.set_xlabel("training step (stages one after another)")
+    axes.set_ylabel("loss")
+    axes.set_title(f"Training loss of arm {arm}", pad=14)
+    axes.grid(True, axis="y", color="0.9", linewidth=0.6)
     _save(figure, path)

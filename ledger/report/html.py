@@ -6,15 +6,18 @@
 
 Everything is scoped to the given protocol (or imported release) SHA-256s (see
 ``ledger.report.data``). Nothing comes from memory or from files other than the ledger
-database. The report has
+database. The report leads with what a reader opens it for:
 
-1. per-depth final accuracy of every arm on each rule-chasing evaluation manifest, with
-   Wilson 95% intervals and the training support range shaded;
-2. a per-loop active-label heatmap for each recurrent arm (loop <= depth cells);
-3. accuracy against median latency per depth (arms that recorded latency);
-4. the claims table with each claim's first recorded outcome;
-5. the checkpoint lineage with status and the gate results that decided it;
-6. a header with the title, protocol SHA-256s and the ledger head.
+1. the claims: each one's first recorded outcome, the statistic in plain words, what it found, and the paper's
+   finding beside it (replicated or departed), under the tally;
+2. per-depth final accuracy of every arm on each rule-chasing manifest (evaluation manifests first, then the
+   development ones), with Wilson 95% intervals and the training support range shaded;
+3. every arm's training loss, stage after stage;
+4. a per-loop active-label heatmap for each recurrent arm (loop <= depth cells);
+5. accuracy against median latency per depth (arms that recorded latency);
+6. design M's test-recurrence sweeps and training FLOPs;
+7. every registered version side by side, the checkpoint lineage with its gates, the environment;
+8. the protocols: their SHA-256s, descriptions, arms and recorded deviations.
 
 The output is deterministic: the same ledger head gives the same HTML and (with the same
 matplotlib) the same PNG bytes. No wall-clock time is written anywhere. This module never
@@ -33,6 +36,7 @@ from ledger.report.data import (
     DepthPoint,
     HeatmapGrid,
     LineageNode,
+    StageLosses,
     accuracy_series,
     active_label_grid,
     claim_rows,
@@ -44,6 +48,7 @@ from ledger.report.data import (
     scoped_readings,
     series_of,
     support_depths_of,
+    training_losses,
 )
 from ledger.report.figures import (
     FRONTIER_BAR,
@@ -51,6 +56,7 @@ from ledger.report.figures import (
     figure_style,
     heatmap_figure,
     latency_figure,
+    loss_figure,
     series_colors,
 )
 from ledger.report.sections import (
@@ -166,20 +172,32 @@ def write_report(
         raise LookupError(f"protocol sha256 {missing[0]} is not registered in this ledger")
     root, size = store.head()
 
-    manifests = rule_chasing_manifests(store, shas)
+    manifests = _evaluation_first(store, shas, rule_chasing_manifests(store, shas))
     evidence = {m.sha256: scoped_readings(store, shas, m.sha256) for m in manifests}
     per_manifest = [(m, series_of(evidence[m.sha256])) for m in manifests]
     labels = sorted({s.label for _, series in per_manifest for s in series})
     colors = series_colors(labels)
 
     body: list[str] = []
+    # 1. claims: what a reader opens the report for
+    rows = claim_rows(store, shas, claim_prefix)
+    evaluated = sum(1 for row in rows if row.outcome is not None)
+    body.append('<section id="claims"><h2>1. Claims</h2>')
+    body.append(
+        f'<p class="note">{len(rows)} claims registered for these protocols, {evaluated} evaluated. Each shows its '
+        "first recorded outcome (the smallest claim_outcomes id), what its statistic found, the paper's finding "
+        "beside it, and the figures and p-value recorded with it.</p>"
+    )
+    body.append(claims_html(rows))
+    body.append("</section>")
+
     with figure_style():
-        # 1. accuracy per depth
-        body.append('<section id="accuracy"><h2>1. Per-depth final accuracy</h2>')
+        # 2. accuracy per depth
+        body.append('<section id="accuracy"><h2>2. Per-depth final accuracy</h2>')
         body.append(
             '<p class="note">Final reading of each row: its evidence at loop = row depth (a recurrent arm at forced '
             "depth), or at loop 0 for an arm read once; cells with no single right answer (correct NULL) are left "
-            "out. Error bars: Wilson 95% intervals. "
+            "out. Error bars: Wilson 95% intervals. Evaluation manifests first, then the development ones. "
             + (
                 f"Shaded: training support, depth {support_depths[0]}-{support_depths[1]}. "
                 if support_depths
@@ -212,8 +230,11 @@ def write_report(
             body.append(accuracy_table(name, series))
         body.append("</section>")
 
-        # 2. active-label heatmaps
-        body.append('<section id="heatmaps"><h2>2. Per-loop active-label accuracy (recurrent arms)</h2>')
+        # 3. training loss
+        body.append(_training_section(out_dir, training_losses(store, shas)))
+
+        # 4. active-label heatmaps
+        body.append('<section id="heatmaps"><h2>4. Per-loop active-label accuracy (recurrent arms)</h2>')
         body.append(
             '<p class="note">Rows: row depth; columns: loop t. Value: share of cells whose decoded state is the t-th '
             "intermediate symbol (evidence.correct at that loop), for loop t &le; depth. Grey/blank: loop above the "
@@ -244,8 +265,8 @@ def write_report(
             body.append('<p class="note">No recurrent arm (evidence at loop &ge; 1) on these manifests.</p>')
         body.append("</section>")
 
-        # 3. accuracy vs latency
-        body.append('<section id="latency"><h2>3. Accuracy vs latency per depth</h2>')
+        # 5. accuracy vs latency
+        body.append('<section id="latency"><h2>5. Accuracy vs latency per depth</h2>')
         body.append(
             '<p class="note">x: median latency_ms of the final readings of an arm at a depth (rows with a '
             "recorded latency only); y: final accuracy at that depth. Point labels: depth.</p>"
@@ -276,10 +297,21 @@ def write_report(
             body.append('<p class="note">No manifest to plot.</p>')
         body.append("</section>")
 
-    # 4. claims, after every registered version of each protocol side by side
+    # 6. design M: test-recurrence sweeps and training FLOPs
+    body.append('<section id="sweeps"><h2>6. Test-recurrence sweeps and training FLOPs</h2>')
+    body.append(
+        '<p class="note">Text manifests: next-token loss (nats per token, summed over every document and divided '
+        "by its tokens) of each arm's latest checkpoint at every test recurrence; word problems: accuracy at every "
+        "test recurrence. Then every checkpoint's training record: its steps, realised mean recurrence, tokens, "
+        "FLOPs by the seed's rule ((6 N1 + 2 N2) D; 6 N D at fixed depth) and the FLOPs of its whole lineage.</p>"
+    )
+    body.append(sweeps_html(store, shas))
+    body.append("</section>")
+
+    # 7. every registered version side by side
     names = sorted({protocol.name for protocol in protocols if not protocol.is_release})
     if names:
-        body.append('<section id="versions"><h2>Every registered version</h2>')
+        body.append('<section id="versions"><h2>7. Every registered version</h2>')
         body.append(
             '<p class="note">Each registered version of the protocol, in registration order: the recorded deviations '
             "that led to it, the rows its runs read, each preregistered claim's outcome re-derived from that "
@@ -288,19 +320,9 @@ def write_report(
         )
         body.extend(history_html(protocol_history(store, name)) for name in names)
         body.append("</section>")
-    rows = claim_rows(store, shas, claim_prefix)
-    evaluated = sum(1 for row in rows if row.outcome is not None)
-    body.append('<section id="claims"><h2>4. Claims</h2>')
-    body.append(
-        f'<p class="note">{len(rows)} claims registered for these protocols, {evaluated} evaluated. '
-        "Each shows its first recorded outcome (the smallest claim_outcomes id), the figures recorded "
-        "with it and its p-value.</p>"
-    )
-    body.append(claims_html(rows))
-    body.append("</section>")
 
-    # 5. lineage
-    body.append('<section id="lineage"><h2>5. Checkpoint lineage</h2>')
+    # 8. lineage
+    body.append('<section id="lineage"><h2>8. Checkpoint lineage</h2>')
     body.append(
         '<p class="note">Checkpoints of these protocols\' runs and their ancestors, nested under their '
         "parents, with status and the gate results recorded with them (value, comparison, threshold, "
@@ -309,8 +331,8 @@ def write_report(
     body.append(lineage_html(lineage_nodes(store, shas)))
     body.append("</section>")
 
-    # 6. environment
-    body.append('<section id="environment"><h2>6. Environment</h2>')
+    # 9. environment
+    body.append('<section id="environment"><h2>9. Environment</h2>')
     body.append(
         '<p class="note">What each run recorded of the code and machine it ran on: the project\'s git commit '
         "(and whether its tree was dirty), package versions (every installed distribution is recorded) and the "
@@ -321,17 +343,6 @@ def write_report(
     body.append(environment_html(run_environments(store, shas)))
     body.append("</section>")
 
-    # 7. design M: test-recurrence sweeps and training FLOPs
-    body.append('<section id="sweeps"><h2>7. Test-recurrence sweeps and training FLOPs</h2>')
-    body.append(
-        '<p class="note">Text manifests: next-token loss (nats per token, summed over every document and divided '
-        "by its tokens) of each arm's latest checkpoint at every test recurrence; word problems: accuracy at every "
-        "test recurrence. Then every checkpoint's training record: its steps, realised mean recurrence, tokens, "
-        "FLOPs by the seed's rule ((6 N1 + 2 N2) D; 6 N D at fixed depth) and the FLOPs of its whole lineage.</p>"
-    )
-    body.append(sweeps_html(store, shas))
-    body.append("</section>")
-
     protocol_items = "".join(
         f"<li><code>{esc(protocol.sha256)}</code> — {esc(protocol.name)} (version {esc(protocol.version or '—')})"
         + (f'<br><span class="note">{esc(described)}</span>' if (described := _description(protocol)) else "")
@@ -340,15 +351,22 @@ def write_report(
         + "</li>"
         for protocol in protocols
     )
+    named = ", ".join(
+        f"{esc(protocol.name)} version {esc(protocol.version or '—')} (<code>{esc(protocol.sha256[:12])}</code>)"
+        for protocol in protocols
+    )
+    # the header is one screen line or two; what each protocol is (description, arms, deviations) on request
     header = (
         f"<header><h1>{esc(title)}</h1>"
-        f'<p>Protocol / release SHA-256:</p><ul class="protocols">{protocol_items}</ul>'
-        f'<p>Ledger head: root <code class="head-root">{esc(root)}</code>, '
-        f'size <code class="head-size">{size}</code></p>'
+        f'<p>{named}. Ledger head: root <code class="head-root">{esc(root)}</code>, '
+        f'size <code class="head-size">{size}</code>.</p>'
+        f"<details><summary>The protocols: SHA-256, description, arms and recorded deviations</summary>"
+        f'<ul class="protocols">{protocol_items}</ul>'
         '<p class="note">Generated by <code>ledger report</code> from the ledger database alone: every figure and '
         "table is computed from the stored rows (evidence, claims, claim outcomes, checkpoints, gate results) "
         "scoped to the SHA-256s above. Re-running it on a ledger with the same head yields the same report; check "
-        "the head with <code>ledger head</code> / <code>ledger verify --since-head ROOT SIZE</code>.</p></header>"
+        "the head with <code>ledger head</code> / <code>ledger verify --since-head ROOT SIZE</code>.</p>"
+        "</details></header>"
     )
     document = (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -361,3 +379,43 @@ def write_report(
     path = out_dir / "report.html"
     path.write_text(document, encoding="utf-8")
     return path
+
+
+def _evaluation_first(store: Store, shas: tuple[str, ...], manifests: list) -> list:
+    """The manifests with those a protocol declares with role ``eval`` first, each group in registration order
+    (the frozen rows a claim is judged on before the development rows a gate reads)."""
+    evaluation = set()
+    for protocol in store.protocols(sha256s=shas):
+        for manifest in (protocol.document() or {}).get("manifests") or []:
+            if isinstance(manifest, dict) and manifest.get("role") == "eval":
+                evaluation.add((protocol.sha256, manifest.get("id")))
+    released = [m for m in manifests if (m.protocol_sha256, m.name) in evaluation]
+    return released + [m for m in manifests if m not in released]
+
+
+def _training_section(out_dir: Path, arms: dict[str, list[StageLosses]]) -> str:
+    """Section 3: every arm's recorded per-step training loss, its stages one after another."""
+    parts = ['<section id="training"><h2>3. Training loss</h2>']
+    parts.append(
+        '<p class="note">Each step\'s training loss as the run recorded it with each checkpoint (the mean over the '
+        "ranks of a data-parallel run), every stage of an arm one after another; a dotted line where a stage "
+        "begins.</p>"
+    )
+    if not arms:
+        parts.append('<p class="note">No checkpoint of these protocols records a training step.</p>')
+    for arm, spans in arms.items():
+        file = f"figures/loss-{slug(arm)}.png"
+        loss_figure(out_dir / file, arm, spans)
+        stages = list(dict.fromkeys(span.stage.split("@")[0] for span in spans))
+        steps = sum(len(span.losses) for span in spans)
+        last = spans[-1].losses[-1]
+        parts.append(
+            img(
+                file,
+                f"training loss of arm {arm}",
+                f"Training loss of arm <code>{esc(arm)}</code>: {steps} steps over stages "
+                f"{esc(', '.join(stages))}; last step {last:.4g}.",
+            )
+        )
+    parts.append("</section>")
+    return "".join(parts)

@@ -216,8 +216,8 @@ def claims_html(rows: list[ClaimRow]) -> str:
     ).line()
     lines = [
         f'<p class="tally">{esc(tally)}</p>'
-        '<table class="claims"><tr><th>claim</th><th>statement</th><th>statistic</th><th>first outcome</th>'
-        "<th>the paper</th><th>reason</th><th>figures</th><th>p-value</th></tr>"
+        '<table class="claims"><tr><th>claim</th><th>statement</th><th>first outcome</th><th>what it found</th>'
+        "<th>the paper</th><th>statistic</th><th>figures</th><th>p-value</th></tr>"
     ]
     for row in rows:
         outcome = row.outcome
@@ -248,11 +248,21 @@ def claims_html(rows: list[ClaimRow]) -> str:
         shown = outcome.outcome if outcome else "not evaluated"
         lines.append(
             f'<tr class="claim" data-claim="{esc(row.claim_id)}" data-outcome="{esc(shown)}">'
-            f"<td><code>{esc(row.claim_id)}</code></td><td>{esc(row.statement)}</td><td>{esc(row.statistic)}</td>"
-            f'<td>{verdict}</td><td>{paper}</td><td>{reason}</td><td>{figures}</td><td class="num">{p_value}</td></tr>'
+            f"<td><code>{esc(row.claim_id)}</code></td><td>{esc(row.statement)}</td><td>{verdict}</td>"
+            f"<td>{reason}</td><td>{paper}</td><td>{_statistic_words(row.statistic)}</td>"
+            f'<td>{figures}</td><td class="num">{p_value}</td></tr>'
         )
     lines.append("</table>")
     return "".join(lines)
+
+
+def _statistic_words(statistic: str) -> str:
+    """A claim's statistic in plain words (its kind's summary), its name below."""
+    from ledger.protocol.claims import STATISTICS
+
+    summary = STATISTICS[statistic].summary if statistic in STATISTICS else ""
+    name = f'<br><span class="note"><code>{esc(statistic)}</code></span>'
+    return (esc(summary) + name) if summary else f"<code>{esc(statistic)}</code>"
 
 
 def environment_html(environments: list[tuple[list[str], dict]]) -> str:

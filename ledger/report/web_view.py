@@ -66,7 +66,10 @@ def metadata(database: Path, head: tuple[str, int], report_names: tuple[str, ...
             "lineage. Check the snapshot against a published head with <code>ledger verify --trusted-head</code>."
             f"</p><p>Reports:</p><ul>{reports or '<li>none: no protocol has evidence yet</li>'}</ul>"
         ),
-        "databases": {DATABASE: {"tables": tables, "queries": CANNED_QUERIES}},
+        # every canned page shows its table first, its SQL behind Datasette's "Show SQL" link
+        "databases": {
+            DATABASE: {"tables": tables, "queries": {n: {**q, "hide_sql": True} for n, q in CANNED_QUERIES.items()}}
+        },
     }
 
 

@@ -11,6 +11,7 @@ the training support read from the protocol.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -574,3 +575,108 @@ def test_report_of_one_version_reads_its_runs_and_claims_and_an_unknown_version_
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert bad.stderr.strip() == "protocol 'smoke' has no registered version '7' (registered: 2, 3)"
     assert not (tmp_path / "r7").exists()
+
+
+# ----------------------------------------------------------------------------- what the report leads with
+
+
+def test_the_claims_come_first_then_evaluation_rows_then_every_arms_training_loss(tmp_path):
+    """The report's sections in order (claims, accuracy, training loss, ...); the evaluation manifest's figure
+    before a development manifest's, though the protocol lists the development one first; one loss figure per
+    arm with its stages one after another, read from each checkpoint's recorded per-step losses."""
+    text = PROTOCOL.replace(
+        "  - {id: eval, role: eval,",
+        "  - {id: dev, role: dev, generator: rule_chasing, alphabet: N16, depths: [1, 4], rows_per_depth: 6, seed: 11,"
+        " split: dev}\n  - {id: eval, role: eval,",
+    )
+    (tmp_path / "protocol.yaml").write_text(text, encoding="utf-8")
+    (tmp_path / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
+    store = open_store(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        register(store, tmp_path / "protocol.yaml")
+        protocol = load_protocol(tmp_path / "protocol.yaml")
+        manifests = build_manifests(protocol)
+        run = store.add_run(run_id="train-A", kind="train", protocol_sha256=protocol.sha256, arm="A")
+        spans = [("install@2", [3.0, 2.0]), ("install", [1.5]), ("anneal", [1.0, 0.9])]
+        parent = None
+        for i, (stage, losses) in enumerate(spans):
+            parent = store.add_checkpoint(
+                sha256=str(i + 1) * 64,
+                arm="A",
+                status="promoted",
+                parent_sha256=parent,
+                run_id=run,
+                stage=stage,
+                meta={"losses": losses, "steps": len(losses)},
+            )
+        eval_run = store.add_run(run_id="eval", kind="eval", protocol_sha256=protocol.sha256)
+        store.add_evidence(
+            [
+                {
+                    "run_id": eval_run,
+                    "manifest_sha256": manifests[name].sha256,
+                    "row_id": row.row_id,
+                    "arm": "A",
+                    "checkpoint_sha256": parent,
+                    "loop": row.depth,
+                    "prediction": row.answer,
+                    "correct": True,
+                }
+                for name in ("dev", "eval")
+                for row in manifests[name].rows
+            ]
+        )
+        from ledger.report.data import training_losses
+
+        assert [(s.stage, s.losses) for s in training_losses(store, (protocol.sha256,))["A"]] == [
+            (stage, tuple(losses)) for stage, losses in spans
+        ]
+        out = report_for_protocol_name(store, "tiny-report", tmp_path / "out")
+    finally:
+        store.close()
+    html = out.read_text(encoding="utf-8")
+    order = [html.index(f'<section id="{name}">') for name in ("claims", "accuracy", "training", "heatmaps")]
+    assert order == sorted(order) and html.index("<header>") < order[0]
+    accuracy = section(parse_html(out), "accuracy")
+    assert [h3.attrs["id"] for h3 in accuracy.iter("h3")] == ["accuracy-eval", "accuracy-dev"]
+    figure, src = figure_with_img(section(parse_html(out), "training"), "training loss of arm A")
+    assert_png(out.parent / src)
+    assert "5 steps over stages install, anneal; last step 0.9" in next(figure.iter("figcaption")).text()
+
+
+def test_the_first_screen_shows_the_claims(released):
+    """The released paper's report opened in headless Chromium at 1400x1000: the claims section and its first
+    claim row end above the fold; the statistic is said in words (its kind's summary)."""
+    from test_serve import _chromium
+
+    _, _, html_path = released
+    probe = html_path.parent / "first-screen.html"
+    script = (
+        "<script>addEventListener('load', () => { const b = document.body;"
+        " b.dataset.claimsTop = Math.round(document.getElementById('claims').getBoundingClientRect().top);"
+        " b.dataset.rowBottom = Math.round(document.querySelector('tr.claim').getBoundingClientRect().bottom);"
+        " b.dataset.height = window.innerHeight; });</script>"
+    )
+    probe.write_text(html_path.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
+    done = subprocess.run(
+        [
+            _chromium(),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--window-size=1400,1000",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = dict(re.findall(r'data-(claims-top|row-bottom|height)="(\d+)"', done.stdout))
+    assert set(found) == {"claims-top", "row-bottom", "height"}, done.stdout[:2000]
+    assert int(found["height"]) >= 900 and int(found["row-bottom"]) < int(found["height"]), found
+    claims = section(parse_html(html_path), "claims")
+    assert "exact McNemar on the discordant pairs" in claims.text()

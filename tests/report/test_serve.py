@@ -165,6 +165,7 @@ def test_a_claim_followed_to_its_rows_and_checkpoint_in_a_browser(ledger, tmp_pa
         assert "read-only snapshot" in home
         claims_page = next(link for link in links if link.endswith("/ledger/claims"))
         page, links = _render(browser, base + claims_page)
+        assert "_show_sql=1" in page and "<textarea" not in page  # the table first, the SQL on request
         claim_link = next(link for link in links if "claim_id=tiny-verify%2FA_beats_B" in link)
 
         page, links = _render(browser, base + claim_link)
