@@ -1,4 +1,4 @@
-"""The two training budgets of a retrofitted recurrent model (SPEC section 1).
+"""The two training budgets of a retrofitted recurrent model (docs/science.md, design S).
 
 - **Full-block** (arm A), :func:`apply_full_block_budget`: every pretrained weight
   frozen except the block layers; block + bridge trained. Returns named groups of

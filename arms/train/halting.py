@@ -1,4 +1,4 @@
-"""A learned halting head (choosing depth, SPEC section 5 "adaptive depth"; ``ledger/protocol/depth_choice.py``).
+"""A learned halting head (choosing depth, docs/science.md, design S "adaptive depth"; ``ledger/protocol/depth_choice.py``).
 
 The head reads the block state at the answer position of every loop 1..K and gives lambda_t, the probability
 of halting at loop t having not halted before; lambda_K is taken as 1, so the halting distribution

@@ -1,6 +1,6 @@
 """Optimiser groups with per-group learning rates on SEPARATE tensors, and the update audit.
 
-The published pitfall (SPEC section 1): scaling the learning rate of a *slice* of one
+The published pitfall (docs/science.md, design S): scaling the learning rate of a *slice* of one
 tensor does nothing - Adam's per-element normalisation cancels a constant gradient
 factor (realised difference 1.3e-9) and Muon's orthogonalisation discards global
 scale. Here

@@ -8,7 +8,7 @@ from typing import Literal
 
 from ledger.judge.records import _ToDict
 
-# Threshold-crossing frontier bars (SPEC section 5). 0.71 is the preregistered
+# Threshold-crossing frontier bars (docs/science.md, design S). 0.71 is the preregistered
 # rounding of (1/4)^(1/4); the exact value is kept for a sensitivity read.
 FRONTIER_BAR = 0.71
 FRONTIER_BAR_EXACT = 0.25**0.25

@@ -1,4 +1,4 @@
-"""Persistence claims: what a recurrent arm's state does when a row is run past its depth (SPEC section 5).
+"""Persistence claims: what a recurrent arm's state does when a row is run past its depth (docs/science.md, design S).
 
 After the outcome-only anneal, rows of depth 1-k run to K loops. A cell is one (row, loop): **active** where
 loop <= depth (right when the state is the loop's intermediate symbol, the t-th hop), **above the diagonal**

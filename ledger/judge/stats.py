@@ -1,4 +1,4 @@
-"""Paired statistics over fixed row ids (SPEC sections 5-6).
+"""Paired statistics over fixed row ids (docs/science.md, statistics).
 
 Pure functions, no I/O. Every result is a small frozen dataclass whose
 ``to_dict()`` holds only JSON-safe ints, floats, strings, bools, None and lists,

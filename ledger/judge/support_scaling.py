@@ -1,4 +1,4 @@
-"""Support scaling (SPEC section 8): the frontier divided by the training support, across supports.
+"""Support scaling (docs/science.md, the split-bridge paper's other experiments): the frontier divided by the training support, across supports.
 
 Each arm's per-depth accuracy at its final reading gives a frontier at the bar (``stats.frontier``, the same
 interpolated crossing as ``frontier_ratio``), divided by the top depth the arm trained on. The claim holds when

@@ -1,4 +1,4 @@
-"""Claims over every checkpoint of an arm (SPEC section 8): the acquisition-retention boundary, and a measure's
+"""Claims over every checkpoint of an arm (docs/science.md, the split-bridge paper's other experiments): the acquisition-retention boundary, and a measure's
 trend across the checkpoints of one run.
 
 The paper's finding is a boundary: a second operation can be learnt alone, but no checkpoint trained on it kept

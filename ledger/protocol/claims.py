@@ -144,7 +144,7 @@ class SupportScalingClaim(ClaimSpec):
 
 
 class PersistenceClaim(ClaimSpec):
-    """Persistence after an outcome-only anneal, rows run past their depth (SPEC section 5): the share of active
+    """Persistence after an outcome-only anneal, rows run past their depth (docs/science.md, design S): the share of active
     cells (loop <= depth) whose state is the loop's intermediate symbol, or of the cells above the diagonal
     (depth < loop) that advance one more hop, or stay on the answer, at least (or at most) a threshold."""
 

@@ -1,4 +1,4 @@
-"""The label of a cell above the diagonal (a row read at a loop past its depth, SPEC section 5 "persistence").
+"""The label of a cell above the diagonal (a row read at a loop past its depth, docs/science.md, design S "persistence").
 
 At loop t > depth the state either **advances** (the rule applied once more: the symbol t hops from the start,
 found in the row's own table), **stays** on the answer, or does something else. Where the t-th hop *is* the

@@ -2,7 +2,7 @@
 check: power at registration (``ledger.judge.power``: no claim its rows could never support), acquisition
 (``ledger.judge.acquisition``: no claim an arm that learnt nothing would support) and the
 reader's calibration (``ledger.reader.calibration``: a simulated perfect executor scores 100% through the
-reader on every row the protocol's arms are read on; SPEC section 3). A failure is bad input, exit 2.
+reader on every row the protocol's arms are read on; docs/science.md, design S). A failure is bad input, exit 2.
 
 Registration calibrates a reader without a tokenizer (scores, symbol dicts and generated text); a run
 calibrates again with each base's tokenizer (full-vocabulary logits, the answer token after the prompt)

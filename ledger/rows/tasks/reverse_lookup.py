@@ -1,4 +1,4 @@
-"""The reverse operation of rule chasing (the acquisition-retention boundary, SPEC section 8): "which symbol maps
+"""The reverse operation of rule chasing (the acquisition-retention boundary, docs/science.md, the split-bridge paper's other experiments): "which symbol maps
 to X", applied d times.
 
 The function f is a permutation of the alphabet (so every symbol has exactly one preimage and the question has
