@@ -131,11 +131,11 @@ def _gguf_facts(path: Path, source: str, gguf_file: str | None) -> ModelFacts:
         raise StarterError("reading a .gguf file needs the gguf package (pip install gguf)") from None
     fields = GGUFReader(str(path)).fields
 
-    def text(key: str) -> str | None:
+    def field_text(key: str) -> str | None:
         field = fields.get(key)
         return None if field is None else bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
 
-    architecture = text("general.architecture") or ""
+    architecture = field_text("general.architecture") or ""
     _supported(architecture, path)
     count = fields.get(f"{architecture}.block_count")
     if count is None:
@@ -149,7 +149,7 @@ def _gguf_facts(path: Path, source: str, gguf_file: str | None) -> ModelFacts:
         dtype="float32",  # transformers dequantises a GGUF checkpoint to float32
         sha256=sha256_file(path),
         gguf_file=gguf_file,
-        chat_template=bool(text("tokenizer.chat_template")),
+        chat_template=bool(field_text("tokenizer.chat_template")),
     )
 
 

@@ -70,7 +70,7 @@ def test_two_versions_side_by_side(tmp_path, capsys, monkeypatch):
     # the report puts the same side by side
     assert run("report", "tiny-verify", "--db", db, "--out", str(tmp_path / "report")) == 0
     html = (tmp_path / "report" / "report.html").read_text(encoding="utf-8")
-    versions = html[html.index('<section id="versions">') : html.index('<section id="claims">')]
+    versions = html[html.index('<section id="versions">') : html.index('<section id="lineage">')]
     assert "v1 of 2" in versions and "v2 of 2" in versions and "tiny-tune v1" in versions
     assert "arms.A.surgery.split (after_data): block too deep" in versions
     assert "<td>3 of 3</td>" in versions and "<td>0 of 3</td>" in versions
