@@ -124,13 +124,23 @@ def _config_layers(config: Path) -> int | None:
 
 def _gguf_layers(path: Path) -> int | None:
     try:
-        from gguf import GGUFReader
+        return gguf_header(path)[1]
     except ImportError:
         return None
+
+
+def gguf_header(path: Path) -> tuple[str | None, int | None, bool]:
+    """A GGUF file's ``general.architecture``, its ``<arch>.block_count`` (decoder layers) and whether it holds a
+    ``tokenizer.chat_template``, read from its metadata alone (ImportError without the gguf package)."""
+    from gguf import GGUFReader
+
     fields = GGUFReader(str(path)).fields
-    architecture = fields.get("general.architecture")
-    if architecture is None:
-        return None
-    name = bytes(architecture.parts[architecture.data[0]]).decode()
-    count = fields.get(f"{name}.block_count")
-    return int(count.parts[count.data[0]][0]) if count is not None else None
+
+    def string(key: str) -> str | None:
+        field = fields.get(key)
+        return None if field is None else bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
+
+    architecture = string("general.architecture")
+    count = fields.get(f"{architecture}.block_count") if architecture else None
+    layers = int(count.parts[count.data[0]][0]) if count is not None else None
+    return architecture, layers, bool(string("tokenizer.chat_template"))

@@ -18,7 +18,7 @@ from pathlib import Path
 from string import Template
 
 from ledger.canonical import sha256_file
-from ledger.protocol.bases import cached_snapshot, is_hub_id, package_file
+from ledger.protocol.bases import cached_snapshot, gguf_header, is_hub_id, package_file
 
 TEMPLATES = {
     "phaseA": "the split-bridge retrofit (Phase A): arms A, B and C, 7 claims",
@@ -126,30 +126,21 @@ def _folder_facts(path: Path, source: str, config_path: Path) -> ModelFacts:
 
 def _gguf_facts(path: Path, source: str, gguf_file: str | None) -> ModelFacts:
     try:
-        from gguf import GGUFReader
+        architecture, layers, template = gguf_header(path)
     except ImportError:
         raise StarterError("reading a .gguf file needs the gguf package (pip install gguf)") from None
-    fields = GGUFReader(str(path)).fields
-
-    def field_text(key: str) -> str | None:
-        field = fields.get(key)
-        return None if field is None else bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
-
-    architecture = field_text("general.architecture") or ""
-    _supported(architecture, path)
-    count = fields.get(f"{architecture}.block_count")
-    if count is None:
+    _supported(architecture or "", path)
+    if layers is None:
         raise StarterError(f"{path}: no {architecture}.block_count in its metadata")
-    label = path.stem.split(".")[0]  # SmolLM2-135M-Instruct.Q4_1.gguf -> SmolLM2-135M-Instruct
     return ModelFacts(
         source=source,
-        label=label,
-        architecture=architecture,
-        layers=int(count.parts[count.data[0]][0]),
+        label=path.stem.split(".")[0],  # SmolLM2-135M-Instruct.Q4_1.gguf -> SmolLM2-135M-Instruct
+        architecture=str(architecture),
+        layers=layers,
         dtype="float32",  # transformers dequantises a GGUF checkpoint to float32
         sha256=sha256_file(path),
         gguf_file=gguf_file,
-        chat_template=bool(field_text("tokenizer.chat_template")),
+        chat_template=template,
     )
 
 
@@ -198,9 +189,7 @@ def _base_lines(facts: ModelFacts) -> str:
 
 
 def render(template: str, facts: ModelFacts, name: str, protocol_path: str, seed: int) -> tuple[str, str]:
-    """The protocol's and the claim file's text for ``facts`` from ``template``."""
-    if template not in TEMPLATES:
-        raise StarterError(f"unknown template {template!r} (one of: {', '.join(TEMPLATES)})")
+    """The protocol's and the claim file's text for ``facts`` from ``template`` (one of ``TEMPLATES``)."""
     a, b = split_cut(facts.layers) if template == "phaseA" else (0, 0)
     p, r, c = tuple_cut(facts.layers) if template == "designM" else (0, 0, 0)
     values = {

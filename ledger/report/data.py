@@ -102,16 +102,17 @@ def rule_chasing_manifests(store: Store, protocol_sha256s: tuple[str, ...]) -> l
     Manifests a registered protocol declares with role ``train`` are left out.
     """
     shas = _require_scope(protocol_sha256s)
-    train = _train_manifest_names(store, shas)
+    train = manifest_names_of_role(store, shas, "train")
     found = store.manifests_with_evidence(shas, task="rule_chasing")
     return [m for m in found if (m.protocol_sha256, m.name) not in train]
 
 
-def _train_manifest_names(store: Store, protocol_sha256s: tuple[str, ...]) -> set[tuple[str, str]]:
+def manifest_names_of_role(store: Store, protocol_sha256s: tuple[str, ...], role: str) -> set[tuple[str, str]]:
+    """``(protocol sha256, manifest id)`` of every manifest the registered protocols declare with ``role``."""
     names = set()
     for protocol in store.protocols(sha256s=protocol_sha256s):
         for manifest in (protocol.document() or {}).get("manifests") or []:
-            if isinstance(manifest, dict) and manifest.get("role") == "train" and "id" in manifest:
+            if isinstance(manifest, dict) and manifest.get("role") == role and "id" in manifest:
                 names.add((protocol.sha256, manifest["id"]))
     return names
 

@@ -42,6 +42,7 @@ from ledger.report.data import (
     claim_rows,
     grid_of,
     lineage_nodes,
+    manifest_names_of_role,
     resolve_protocol,
     rule_chasing_manifests,
     run_environments,
@@ -384,13 +385,9 @@ def write_report(
 def _evaluation_first(store: Store, shas: tuple[str, ...], manifests: list) -> list:
     """The manifests with those a protocol declares with role ``eval`` first, each group in registration order
     (the frozen rows a claim is judged on before the development rows a gate reads)."""
-    evaluation = set()
-    for protocol in store.protocols(sha256s=shas):
-        for manifest in (protocol.document() or {}).get("manifests") or []:
-            if isinstance(manifest, dict) and manifest.get("role") == "eval":
-                evaluation.add((protocol.sha256, manifest.get("id")))
-    released = [m for m in manifests if (m.protocol_sha256, m.name) in evaluation]
-    return released + [m for m in manifests if m not in released]
+    evaluation = manifest_names_of_role(store, shas, "eval")
+    first = [m for m in manifests if (m.protocol_sha256, m.name) in evaluation]
+    return first + [m for m in manifests if m not in first]
 
 
 def _training_section(out_dir: Path, arms: dict[str, list[StageLosses]]) -> str:
