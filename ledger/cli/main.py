@@ -345,7 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
             help="write a recorded checkpoint as a loadable model folder",
             description="Write OUT/ with the arm's base (config, weights, tokenizer as transformers saves them), the "
             "checkpoint's file byte for byte, and ledger-export.json (the registered protocol, the arm, the SHA-256), "
-            "so that `arms.export.load_exported(OUT)` rebuilds the retrofitted model without the ledger. Nothing is "
+            "so that `arms.export.load_exported(OUT)` rebuilds the retrofitted model. With --format hf, OUT/ is a "
+            "Hugging Face model folder instead: AutoModelForCausalLM.from_pretrained(OUT, trust_remote_code=True, "
+            "num_loops=T) loads it where the ledger is not installed, and lm-eval's own hf model evaluates it "
+            "(--model hf --model_args pretrained=OUT,trust_remote_code=True,num_loops=T). Nothing is "
             "written if the checkpoint cannot be found or does not fit its arm.",
         )
     )
@@ -356,6 +359,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR|KIND://...",
         action="append",
         help="also look for the checkpoint file in DIR (repeatable)",
+    )
+    export.add_argument(
+        "--format",
+        choices=("ledger", "hf"),
+        default="ledger",
+        help="ledger: this project's folder, loaded by arms.export.load_exported (default); hf: a Hugging Face "
+        "model folder with its own modeling file (torch and transformers only)",
+    )
+    export.add_argument(
+        "--num-loops",
+        type=int,
+        metavar="T",
+        help="hf: the loop count the folder's config sets (default: the deepest loop the arm's evaluation reads); "
+        "from_pretrained(..., num_loops=T) changes it",
     )
     export.set_defaults(handler=cmd_export)
 

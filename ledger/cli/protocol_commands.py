@@ -436,10 +436,17 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise CommandError(f"--out {out_dir} exists: choose a new folder")
     with _store(args, read_only=True) as store:
         try:
-            path = export_checkpoint(store, args.checkpoint, out_dir, list(args.artifacts or []))
+            path = export_checkpoint(
+                store,
+                args.checkpoint,
+                out_dir,
+                list(args.artifacts or []),
+                format=args.format,
+                num_loops=args.num_loops,
+            )
         except (ExportRefused, ValueError) as exc:
             raise CommandError(str(exc)) from None
-    out.print(f"exported: {path}")
+    out.print(f"exported: {path}" + (" (a Hugging Face model folder)" if args.format == "hf" else ""))
     return EXIT_OK
 
 

@@ -1,10 +1,12 @@
-"""``ledger export CHECKPOINT --out DIR``: a recorded checkpoint as a loadable model folder.
+"""``ledger export CHECKPOINT --out DIR [--format hf]``: a recorded checkpoint as a loadable model folder.
 
 Everything comes from the ledger: the checkpoint's run names its registered protocol (the
 canonical JSON the ledger holds, not today's file), the protocol names the arm and its
 base, and the checkpoint file is found by content (``--artifacts``). The arm is rebuilt
 exactly as the run built it and the file loaded into it -- a file that does not fit the
-arm is refused -- before ``arms.export.write_export`` writes the folder.
+arm is refused -- before the folder is written: this project's own (``arms.export.write_export``) or a
+Hugging Face model folder (``arms.hf.export.write_hf_export``) that transformers and lm-eval load without the
+ledger, read at ``num_loops`` loops unless a caller says otherwise.
 """
 
 from __future__ import annotations
@@ -21,7 +23,19 @@ class ExportRefused(Exception):
     """The checkpoint cannot be exported as asked (exit 2, nothing written)."""
 
 
-def export_checkpoint(store, prefix: str, out: Path, artifacts: Sequence[str | Path] | None = None) -> Path:
+FORMATS = ("ledger", "hf")
+
+
+def export_checkpoint(
+    store,
+    prefix: str,
+    out: Path,
+    artifacts: Sequence[str | Path] | None = None,
+    *,
+    format: str = "ledger",
+    num_loops: int | None = None,
+) -> Path:
+    """Write ``out``; ``num_loops`` (hf only) defaults to the deepest loop the arm's evaluation reads."""
     from arms.export import write_export
     from ledger.reader.shared import Reader
     from ledger.run.bases import load_protocol_base
@@ -46,7 +60,12 @@ def export_checkpoint(store, prefix: str, out: Path, artifacts: Sequence[str | P
     reader = Reader(_symbols(protocol), tokenizer=tokenizer, chat_template=protocol.bases[arm.base].chat_template)
     from arms.runtime import build_runtime
 
-    build_runtime(arm, base_model, tokenizer, reader).load(file)  # refuses a file that is not this arm's
+    if format not in FORMATS:
+        raise ExportRefused(f"--format {format!r}: choose one of {', '.join(FORMATS)}")
+    if num_loops is not None and (format != "hf" or num_loops < 1):
+        raise ExportRefused("--num-loops is a loop count >= 1 of an hf export")
+    runtime = build_runtime(arm, base_model, tokenizer, reader)
+    runtime.load(file)  # refuses a file that is not this arm's
     meta = {
         "checkpoint_sha256": record.sha256,
         "arm": arm.id,
@@ -55,7 +74,24 @@ def export_checkpoint(store, prefix: str, out: Path, artifacts: Sequence[str | P
         "protocol": canonical,
         "reader": {"symbols": list(reader.symbols), "chat_template": reader.chat_template},
     }
+    if format == "hf":
+        from arms.hf.export import write_hf_export
+
+        loops = deepest_loop(protocol, arm) if num_loops is None else num_loops
+        return write_hf_export(runtime, out, {**meta, "num_loops": loops}, loops)
     return write_export(base_model, tokenizer, file, out, meta)
+
+
+def deepest_loop(protocol: Protocol, arm) -> int:
+    """The deepest loop the arm's evaluation reads: its listed loops, or under forced depth the deepest row of
+    the manifests it evaluates (1 for a dense arm)."""
+    evaluation = arm.evaluation
+    if arm.kind != "recurrent":
+        return 1
+    if evaluation.loops != "forced":
+        return max(evaluation.loops)
+    depths = [max(getattr(protocol.manifest(m), "depths", None) or [1]) for m in evaluation.manifests]
+    return max(depths, default=1)
 
 
 def _checkpoint(store, prefix: str):
