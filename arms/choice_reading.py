@@ -53,19 +53,23 @@ def read_choices(
     from arms.readings import Reading, _finite
 
     recurrent = isinstance(runtime.model, RecurrentLM)
+    wanted = list(dict.fromkeys(loops)) if recurrent else [1]
+    scores: dict[int, list[dict[str, float]]] = {loop: [] for loop in wanted}
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start : start + batch_size]
+        if scoring == "loglik":  # every loop of the chunk at once (one forward to the deepest, where it can)
+            for loop, by_row in _loglik_scores(runtime, chunk, wanted, batch_size).items():
+                scores[loop].extend(by_row)
+        else:
+            for loop in wanted:
+                scores[loop].extend(_label_scores(runtime, chunk, loop, permutations))
+        if progress is not None:
+            progress(len(chunk) * len(wanted))
     readings = []
-    for loop in loops if recurrent else (1,):
-        for start in range(0, len(rows), batch_size):
-            chunk = rows[start : start + batch_size]
-            if scoring == "loglik":
-                scores = _loglik_scores(runtime, chunk, loop, batch_size)
-            else:
-                scores = _label_scores(runtime, chunk, loop, permutations)
-            for row, by_letter in zip(chunk, scores):
-                read = runtime.reader.decode_scores(by_letter, row)
-                readings.append(Reading(row.row_id, loop, read.prediction, read.correct, _finite(read.margin)))
-            if progress is not None:
-                progress(len(chunk))
+    for loop in wanted:  # loop by loop, row by row: the order the readings were always given in
+        for row, by_letter in zip(rows, scores[loop]):
+            read = runtime.reader.decode_scores(by_letter, row)
+            readings.append(Reading(row.row_id, loop, read.prediction, read.correct, _finite(read.margin)))
     return readings
 
 
@@ -90,14 +94,21 @@ def _label_scores(runtime: Any, rows: Sequence[Any], loop: int, permutations: in
     return [mean_over_rotations(row, list(range(len(shown[i]))), shown[i]) for i, row in enumerate(rows)]
 
 
-def _loglik_scores(runtime: Any, rows: Sequence[Any], loop: int, batch_size: int) -> list[dict[str, float]]:
-    scorer = ContinuationScorer(runtime.model, runtime.tokenizer, loops=loop, batch_size=batch_size)
+def _loglik_scores(
+    runtime: Any, rows: Sequence[Any], loops: Sequence[int], batch_size: int
+) -> dict[int, list[dict[str, float]]]:
+    """Per loop, each row's options' log-likelihoods as continuations of its question."""
+    scorer = ContinuationScorer(runtime.model, runtime.tokenizer, loops=max(loops), batch_size=batch_size)
     pairs = [scorer.pair(context, continuation) for row in rows for context, continuation in loglik_pairs(row)]
     with torch.inference_mode():
-        totals = [total for total, _ in scorer.score(pairs)]
-    scores, at = [], 0
-    for row in rows:
-        letters = list(row.choices)
-        scores.append(dict(zip(letters, totals[at : at + len(letters)])))
-        at += len(letters)
-    return scores
+        totals_by_loop = scorer.score_at(pairs, loops)
+    by_loop: dict[int, list[dict[str, float]]] = {}
+    for loop, results in totals_by_loop.items():
+        totals = [total for total, _ in results]
+        scores, at = [], 0
+        for row in rows:
+            letters = list(row.choices)
+            scores.append(dict(zip(letters, totals[at : at + len(letters)])))
+            at += len(letters)
+        by_loop[loop] = scores
+    return by_loop

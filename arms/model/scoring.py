@@ -73,45 +73,83 @@ class ContinuationScorer:
     @torch.inference_mode()
     def last_logprobs(self, prefixes: Sequence[list[int]]) -> torch.Tensor:
         """[batch, vocab]: log-probabilities of the next token after each prefix, read at loop T."""
+        return self._last_logprobs_at(prefixes, (self.loops,))[0]
+
+    def _last_logprobs_at(self, prefixes: Sequence[list[int]], loops: Sequence[int]) -> torch.Tensor:
+        """[len(loops), batch, vocab]: the next token after each prefix, read at each of ``loops`` in one forward
+        to the deepest (the earlier loops are on its way)."""
         ids, mask = self._batch([prefix[-self.max_length :] for prefix in prefixes])
         if self.recurrent:
-            logits = self.model(ids, mask, loops=self.loops, read_at=[self.loops])[0]
+            logits = self.model(ids, mask, loops=max(loops), read_at=loops)
         else:
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask))
-            logits = out.logits[torch.arange(ids.shape[0]), last_token_positions(mask)]
+            logits = out.logits[torch.arange(ids.shape[0]), last_token_positions(mask)].unsqueeze(0)
         return torch.log_softmax(logits.float(), dim=-1)
 
     @torch.inference_mode()
-    def sequence_logprobs(self, sequences: Sequence[list[int]]) -> list[torch.Tensor]:
-        """Per sequence [len, vocab]: log-probabilities of the next token at every position, at loop T."""
+    def sequence_logprobs(self, sequences: Sequence[list[int]], loops: int | None = None) -> list[torch.Tensor]:
+        """Per sequence [len, vocab]: log-probabilities of the next token at every position, at loop T (or
+        ``loops``)."""
+        loops = self.loops if loops is None else loops
         ids, mask = self._batch(sequences)
         if self.recurrent:
-            logits = cast(RecurrentLM, self.model).sequence_logits(ids, mask, self.loops)[self.loops]
+            logits = cast(RecurrentLM, self.model).sequence_logits(ids, mask, loops)[loops]
         else:
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions_from_mask(mask)).logits
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         return [logprobs[index, ids.shape[1] - len(row) :] for index, row in enumerate(sequences)]
 
     def score(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
-        """(sum of log-probabilities, all greedy) of each continuation after its context."""
-        results: list[tuple[float, bool]] = []
+        """(sum of log-probabilities, all greedy) of each continuation after its context, at loop T."""
+        return self.score_at(pairs, (self.loops,))[self.loops]
+
+    def score_at(
+        self, pairs: Sequence[tuple[list[int], list[int]]], loops: Sequence[int]
+    ) -> dict[int, list[tuple[float, bool]]]:
+        """``score`` at each of ``loops``. Where each continuation token is its own row, one forward to the
+        deepest loop reads every loop asked for (1, 2, 4, ..., 32 then cost 32 passes through the block, not 63);
+        in one pass over whole sequences each loop is its own forward, since every position's readout at several
+        loops at once would be held together."""
+        wanted = sorted(set(loops))
+        if not wanted or wanted[0] < 1 or (not self.recurrent and wanted != [1]):
+            raise ValueError(f"loops {wanted}: a recurrent model reads loops >= 1, any other model loop 1 alone")
         longest = max((len(continuation) for _, continuation in pairs), default=0)
         if longest > self.max_length - 1:
             raise ValueError(f"a continuation of {longest} tokens does not fit the model's {self.max_length} positions")
         if self.one_pass:
-            for chunk in _chunks(list(pairs), self.batch_size):
-                wholes = [(context + continuation)[-(self.max_length + 1) :] for context, continuation in chunk]
-                logprobs_each = self.sequence_logprobs([whole[:-1] for whole in wholes])
-                for (_, continuation), logprobs in zip(chunk, logprobs_each):
-                    results.append(_tally(logprobs[-len(continuation) :], continuation))
-            return results
+            return {loop: self._one_pass(pairs, loop) for loop in wanted}
+        # every continuation token as a row of its own: its prefix, and the token it should be followed by
         prefixes = [(c + k)[: len(c) + j] for c, k in pairs for j in range(len(k))]
-        flat = [row for chunk in _chunks(prefixes, self.batch_size) for row in self.last_logprobs(chunk)]
-        at = 0
-        for _, continuation in pairs:
-            rows = torch.stack(flat[at : at + len(continuation)]) if continuation else torch.zeros(0, 1)
-            results.append(_tally(rows, continuation))
-            at += len(continuation)
+        targets = torch.tensor([token for _, k in pairs for token in k], dtype=torch.long)
+        picked: dict[int, list[tuple[float, bool]]] = {
+            loop: [] for loop in wanted
+        }  # per loop: each row's (log-probability of its token, greedy)
+        for start in range(0, len(prefixes), self.batch_size):
+            logprobs = self._last_logprobs_at(prefixes[start : start + self.batch_size], wanted)
+            target = targets[start : start + logprobs.shape[1]].to(logprobs.device)
+            rows = torch.arange(logprobs.shape[1], device=logprobs.device)
+            for index, loop in enumerate(wanted):
+                values = logprobs[index, rows, target].tolist()
+                greedy = (logprobs[index].argmax(-1) == target).tolist()
+                picked[loop].extend(zip(values, greedy))
+        results: dict[int, list[tuple[float, bool]]] = {loop: [] for loop in wanted}
+        for loop in wanted:
+            at = 0
+            for _, continuation in pairs:
+                tokens = picked[loop][at : at + len(continuation)]
+                # summed as float32, as a row of log-probabilities read in one piece is
+                total = float(torch.tensor([value for value, _ in tokens], dtype=torch.float32).sum())
+                results[loop].append((total, all(greedy for _, greedy in tokens)))
+                at += len(continuation)
+        return results
+
+    def _one_pass(self, pairs: Sequence[tuple[list[int], list[int]]], loop: int) -> list[tuple[float, bool]]:
+        results = []
+        for chunk in _chunks(list(pairs), self.batch_size):
+            wholes = [(context + continuation)[-(self.max_length + 1) :] for context, continuation in chunk]
+            logprobs_each = self.sequence_logprobs([whole[:-1] for whole in wholes], loop)
+            for (_, continuation), logprobs in zip(chunk, logprobs_each):
+                results.append(_tally(logprobs[-len(continuation) :], continuation))
         return results
 
     def rolling(self, text: str) -> float:
