@@ -38,6 +38,7 @@ from ledger.cli.protocol_commands import (
     cmd_report,
     cmd_run,
     cmd_schema,
+    cmd_status,
 )
 from ledger.cli.serve_command import add_parser as add_serve_parser
 from ledger.cli.transparency_commands import add_parsers as add_transparency_parsers
@@ -311,6 +312,38 @@ def build_parser() -> argparse.ArgumentParser:
         "torchrun (README)",
     )
     run.add_argument(
+        "--executor",
+        choices=("local", "slurm"),
+        default="local",
+        help="local (default): here; slurm: register, then submit each arm group (an init_from chain stays "
+        "together) as a Slurm job and the judging as a job after them, print the job ids and logs "
+        "(OUT/slurm/) and return; `ledger status` follows them. The jobs share the --db ledger (PostgreSQL, "
+        "or SQLite on a shared disk) and --artifacts; a requeued or preempted job resumes from its last checkpoint",
+    )
+    run.add_argument("--partition", help="slurm: the partition to submit to (default: the cluster's)")
+    run.add_argument(
+        "--gpus-per-job",
+        type=int,
+        default=None,
+        metavar="N",
+        help="slurm: GPUs per arm group's job (default 1 where --device is not cpu, else 0); more than one runs "
+        "the group under torchrun on the node's GPUs",
+    )
+    run.add_argument("--time", help="slurm: each job's time limit (HH:MM:SS or D-HH:MM:SS)")
+    run.add_argument("--cpus-per-job", type=int, metavar="N", help="slurm: CPUs per job")
+    run.add_argument(
+        "--sbatch-option",
+        action="append",
+        metavar="OPTION",
+        help="slurm: another sbatch option for every job, e.g. --sbatch-option=--account=lab (repeatable)",
+    )
+    run.add_argument(
+        "--judge-only",
+        action="store_true",
+        help="judge the claims and write the report from what the ledger holds, training nothing: an arm that "
+        "has not finished is named, and the claims wait for it (what --executor slurm's judging job runs)",
+    )
+    run.add_argument(
         "--no-judge",
         action="store_true",
         help="train and evaluate the arms only: no claims judged, no report (what --parallel's children do; a "
@@ -375,6 +408,22 @@ def build_parser() -> argparse.ArgumentParser:
         "from_pretrained(..., num_loops=T) changes it",
     )
     export.set_defaults(handler=cmd_export)
+
+    status = with_db(
+        commands.add_parser(
+            "status",
+            help="where each arm of a protocol stands: queued, running (stage, step), finished, stopped or failed",
+            description="Read each arm's state from the ledger (stages recorded, evaluation evidence, hard stops) "
+            "and, for `ledger run --executor slurm`, from the scheduler (the jobs in OUT/slurm/jobs.json): "
+            "queued with Slurm's reason, running at a stage and step, or ended without finishing (failed, with "
+            "the job's state and the last line of its log). Writes nothing.",
+            epilog="Exit codes: 0 shown; 2 bad input (no such file, a protocol this ledger has not registered).",
+        )
+    )
+    status.add_argument("protocol", help="protocol YAML file")
+    status.add_argument("--out", help="the run's output folder (default runs/PROTOCOL-NAME), where OUT/slurm/ is")
+    status.add_argument("--json", action="store_true", help="the states as JSON")
+    status.set_defaults(handler=cmd_status)
 
     init = commands.add_parser(
         "init",

@@ -245,6 +245,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ledger.protocol.project import ledgers_to_consult
     from ledger.store import StoreError
 
+    if args.executor == "slurm":  # before anything is read or written
+        from ledger.run.slurm import SlurmUnavailable, require_slurm
+
+        if args.parallel is not None or args.no_judge or args.judge_only:
+            raise CommandError("--executor slurm submits every arm and the judging itself: drop --parallel, "
+                               "--no-judge and --judge-only")  # fmt: skip
+        if args.gpus_per_job is not None and args.gpus_per_job < 0:
+            raise CommandError(f"--gpus-per-job wants a number of GPUs >= 0, got {args.gpus_per_job}")
+        try:
+            require_slurm()
+        except SlurmUnavailable as exc:
+            raise CommandError(str(exc)) from None
     key_file = os.environ.get(SIGNING_KEY_ENV, "").strip()
     signing_key = load_signing_key(key_file) if key_file and not args.no_judge else None  # bad key: before any write
     arms = [arm.strip() for arm in args.arms.split(",")] if args.arms else None
@@ -262,6 +274,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             judge=not args.no_judge,
             also_db=ledgers_to_consult(args.protocol, args.also_db),  # with ledger-project.yaml's tuning ledgers
         )
+        runner.judge_only = args.judge_only
+        if args.executor == "slurm":
+            return _submit_to_slurm(runner, args)
         if args.parallel is not None:
             _run_children(runner, args)
             runner.resume = True  # every arm is recorded now: this pass judges the claims and reports
@@ -307,6 +322,29 @@ def _publish_head(args: argparse.Namespace, result, signing_key) -> None:
         "with the claims and the public key)",
         markup=False,
     )
+
+
+def _submit_to_slurm(runner, args: argparse.Namespace) -> int:
+    """Register, submit the jobs, print their ids and logs; the jobs run ``ledger run`` with these options."""
+    from ledger.run.slurm import SlurmOptions, SlurmUnavailable, submit
+    from ledger.store import default_db_url
+
+    run_args = ["run", str(Path(args.protocol).resolve()), "--out", str(runner.out_dir.resolve())]
+    run_args += ["--db", runner.db or default_db_url(), "--no-progress"]
+    run_args += ["--artifacts", args.artifacts] if args.artifacts else []
+    run_args += ["--device", args.device] if args.device else []
+    run_args += ["--compile", args.compile] if args.compile != "auto" else []
+    for url in args.also_db or []:
+        run_args += ["--also-db", url]
+    gpus = args.gpus_per_job
+    if gpus is None:
+        gpus = 0 if (args.device or runner.device_choice or "auto") == "cpu" else 1
+    options = SlurmOptions(args.partition, gpus, args.time, args.cpus_per_job, list(args.sbatch_option or []))
+    try:
+        submit(runner, run_args, options, lambda line: out.print(line, markup=False))
+    except SlurmUnavailable as exc:
+        raise CommandError(str(exc)) from None
+    return EXIT_OK
 
 
 def _run_children(runner, args: argparse.Namespace) -> None:
@@ -423,6 +461,36 @@ def cmd_report(args: argparse.Namespace) -> int:
         except LookupError as exc:  # no such protocol, or no such version of it
             raise CommandError(str(exc).strip("'\"")) from None
     out.print(f"report: {path}")
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from ledger.audit.preregistration import RegistrationRefused, registration_of
+    from ledger.protocol.check import ProtocolError, check_protocol_file
+    from ledger.run.status import arm_states
+
+    try:
+        protocol = check_protocol_file(Path(args.protocol)).protocol
+    except ProtocolError as exc:
+        raise CommandError(str(exc)) from None
+    out_dir = Path(args.out) if args.out else Path("runs") / protocol.name
+    with _store(args, create=False, read_only=True) as store:
+        try:
+            sha = registration_of(store, protocol)
+        except RegistrationRefused as exc:
+            raise CommandError(f"{args.protocol}: {exc}") from None
+        states, judging = arm_states(store, protocol, sha, out_dir)
+    rows = states + ([judging] if judging else [])
+    if args.json:
+        print(json.dumps([vars(state) for state in rows], indent=2))
+        return EXIT_OK
+    table = Table(title=f"{protocol.name} ({sha[:12]}): {sum(s.state == 'finished' for s in states)} of "
+                        f"{len(states)} arms finished")  # fmt: skip
+    for column in ("arm", "state", "job", "detail"):
+        table.add_column(column, overflow="fold")
+    for state in rows:
+        table.add_row(state.arm, state.state, state.job or "-", state.detail)
+    out.print(table)
     return EXIT_OK
 
 

@@ -40,8 +40,9 @@ class ParallelFailed(Exception):
     """A child run ended with bad input (exit 2); its log says why."""
 
 
-def arm_groups(protocol: Protocol, arm_ids: list[str], n: int) -> list[list[str]]:
-    """At most ``n`` groups of arms; an ``init_from`` chain stays in one group, in order."""
+def arm_chains(protocol: Protocol, arm_ids: list[str]) -> list[list[str]]:
+    """The arms as ``init_from`` chains, each in order (an arm after the one it continues from), in protocol
+    order: the smallest groups that can run apart."""
     root: dict[str, str] = {}
     for arm_id in arm_ids:
         arm, chain = protocol.arm(arm_id), arm_id
@@ -51,12 +52,17 @@ def arm_groups(protocol: Protocol, arm_ids: list[str], n: int) -> list[list[str]
     chains: dict[str, list[str]] = {}
     for arm_id in arm_ids:  # protocol order keeps a source before the arm continuing from it
         chains.setdefault(root[arm_id], []).append(arm_id)
-    keys = list(chains)
-    weights = [sum(arm_cost(protocol, a) for a in chains[key]) for key in keys]
-    places = _balanced(weights, min(n, len(keys)))
+    return list(chains.values())
+
+
+def arm_groups(protocol: Protocol, arm_ids: list[str], n: int) -> list[list[str]]:
+    """At most ``n`` groups of arms; an ``init_from`` chain stays in one group, in order."""
+    chains = arm_chains(protocol, arm_ids)
+    weights = [sum(arm_cost(protocol, a) for a in chain) for chain in chains]
+    places = _balanced(weights, min(n, len(chains)))
     groups: list[list[str]] = [[] for _ in range(max(places, default=-1) + 1)]
-    for key, place in zip(keys, places):
-        groups[place].extend(chains[key])
+    for chain, place in zip(chains, places):
+        groups[place].extend(chain)
     order = {arm_id: index for index, arm_id in enumerate(arm_ids)}
     return sorted((sorted(group, key=order.__getitem__) for group in groups if group), key=lambda g: order[g[0]])
 

@@ -68,7 +68,8 @@ class RunRecords:
                 scoring=reading["scoring"],
                 permutations=reading["permutations"],
             )
-            self.write_evidence(run_id, arm, manifest_id, base_sha, readings)
+            # every arm on this base reads it, maybe in jobs at once: the first to finish records it
+            self.write_evidence(run_id, arm, manifest_id, base_sha, readings, once=True)
         return arm
 
     # -- runs and evidence
@@ -83,7 +84,7 @@ class RunRecords:
         recorded = self.run.store.get("runs", run_id=run_id)
         environment = environment_record(self.run.protocol_dir, self.device_info(arm))
         if recorded is None:
-            self.run.store.add_run(
+            self._add_run_once(
                 run_id=run_id,
                 kind=kind,
                 protocol_sha256=self.run.sha,
@@ -95,6 +96,17 @@ class RunRecords:
         else:
             self._warn_environment(run_id, json.loads(recorded["environment_json"] or "{}"), environment)
         return run_id
+
+    def _add_run_once(self, **record) -> None:
+        """Add the run, unless another process (a job of the same protocol: the bases' reference runs are
+        shared) recorded it since it was looked up; the store refuses a second record inside its lock."""
+        from ledger.store import ConflictError
+
+        try:
+            self.run.store.add_run(**record)
+        except ConflictError:
+            if self.run.store.get("runs", run_id=record["run_id"]) is None:
+                raise
 
     def _warn_environment(self, run_id: str, recorded: dict, current: dict) -> None:
         """A resumed run whose environment moved: one warning line per difference (stderr and run.log),
@@ -112,7 +124,7 @@ class RunRecords:
     def has_evidence(self, run_id: str, manifest_id: str, checkpoint: str) -> bool:
         return self.run.store.has_evidence(run_id, self.run.manifest_sha[manifest_id], checkpoint)
 
-    def write_evidence(self, run_id, arm, manifest_id, checkpoint, readings) -> None:
+    def write_evidence(self, run_id, arm, manifest_id, checkpoint, readings, *, once: bool = False) -> None:
         device = self.device_info(arm)
         self.run.store.add_evidence(
             [
@@ -136,7 +148,8 @@ class RunRecords:
                     },
                 }
                 for r in readings
-            ]
+            ],
+            once=once,
         )
 
 

@@ -93,6 +93,8 @@ class Runner:
         self.judge = judge  # False: the arms only; a later pass judges the claims and writes the report
         # the judging pass after --parallel children: an arm a child hard-stopped is reported as stopped, not refused
         self.judging_pass = False
+        # --judge-only (the judging job of --executor slurm): the arms that finished are judged, none is trained
+        self.judge_only = False
         # read once (``_read_inputs``), before anything is written
         self.manifests: dict[str, Manifest] = {}
         self.manifest_sha: dict[str, str] = {}
@@ -141,6 +143,32 @@ class Runner:
         # The reader is built from the bases' tokenizers before registration: a symbol a tokenizer
         # splits is the protocol's error, and a registration it refuses would be one nobody can run.
         self._calibrate_readers()
+
+    def register_only(self) -> str:
+        """Register the protocol and nothing else (its SHA-256): what ``--executor slurm`` does before it submits
+        the jobs, each of which then finds it registered. The manifests are read and the reader calibrated with
+        each base's tokenizer on the CPU first, as a run does before it writes."""
+        from arms.device import resolve_device
+        from ledger.audit.preregistration import register, registration_of
+        from ledger.store import default_db_url, open_other_ledgers, open_store
+
+        check_bases_available(self.protocol, self.protocol_dir, list(self.arm_ids))
+        self.device = resolve_device("cpu")
+        self._read_inputs()
+        store = open_store(self.db or default_db_url())
+        try:
+            with open_other_ledgers(self.also_db) as also:
+                register(
+                    store,
+                    self.protocol_path,
+                    self.checked,
+                    self.manifests,
+                    also,
+                    rules=self.rehearsal.registration_rules,
+                )
+                return registration_of(store, self.protocol)
+        finally:
+            store.close()
 
     def run(self) -> RunResult | None:
         """The run's result (None on a data-parallel rank other than 0, which records nothing)."""
@@ -206,6 +234,9 @@ class Runner:
             # a tuning run reads no frozen evaluation problem, even of a protocol registered after this one
             refuse_exploratory_peek(self.store, self.protocol, self.manifests, also)
         log.info("protocol %s registered as %s", self.protocol.name, self.sha)
+        if self.judge_only:  # what finished is judged; what did not is named below, not trained here
+            missing = set(unfinished_arms(self))
+            self.arm_ids = [arm_id for arm_id in self.arm_ids if arm_id not in missing]
         outcomes = [self._run_arm_with_ranks(self.protocol.arm(arm_id)) for arm_id in self.arm_ids]
         self.world.tell(("finished",))  # the other ranks are done: what follows only reads and records
         self._ranks_released = True

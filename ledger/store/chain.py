@@ -260,8 +260,9 @@ class Store(LedgerStore):
         *,
         run_id: str | None = None,
         batch_size: int | None = None,
+        once: bool = False,
     ) -> int:
-        return self.writes.add_evidence(records, run_id=run_id, batch_size=batch_size)
+        return self.writes.add_evidence(records, run_id=run_id, batch_size=batch_size, once=once)
 
     # ---- ClaimWrites (claim_writes)
     def add_claim(self, claim_id: str, spec: Any, *, protocol_sha256: str | None = None) -> str:

@@ -163,8 +163,11 @@ class LedgerStore(ABC):
         *,
         run_id: str | None = None,
         batch_size: int | None = None,
+        once: bool = False,
     ) -> int:
-        """Insert row-level evidence; one chain entry per call (or per ``batch_size`` rows)."""
+        """Insert row-level evidence; one chain entry per call (or per ``batch_size`` rows). ``once``: nothing is
+        written where the run already has evidence of the first record's manifest and checkpoint (another process
+        recorded the same reading first)."""
 
     # ---- ClaimWrites
     @abstractmethod

@@ -287,8 +287,13 @@ class DomainWrites:
         *,
         run_id: str | None = None,
         batch_size: int | None = None,
+        once: bool = False,
     ) -> int:
         """Insert row-level evidence; one chain entry per call (or per ``batch_size`` rows).
+
+        ``once``: write nothing (return 0) where the run already holds evidence of the first record's manifest and
+        checkpoint, checked inside the write's lock: processes that share a reading (a base's guardrail reference,
+        read by every arm's job) record it once, whichever comes first.
 
         Each record: run_id (or the ``run_id`` argument), manifest_sha256, row_id, arm,
         checkpoint_sha256, loop, prediction, correct, and optionally score_margin,
@@ -310,6 +315,16 @@ class DomainWrites:
             rows.append(values)
         if not rows:
             return 0
+        if once:
+            first = rows[0]
+            key = {name: first.get(name) for name in ("run_id", "manifest_sha256", "checkpoint_sha256")}
+            with self.db.write() as conn:
+                if self.db.exists(conn, "evidence", **key):
+                    return 0
+                for run in {values.get("run_id") for values in rows}:
+                    self.rules.require_registered_run(conn, run)
+                self.log.append_in(conn, "evidence", {"n": len(rows)}, {"evidence": rows}, nan_as_null=True)
+            return len(rows)
         size = batch_size or len(rows)
         for start in range(0, len(rows), size):
             batch = rows[start : start + size]

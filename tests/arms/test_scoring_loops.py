@@ -20,7 +20,7 @@ LOOPS = (1, 2, 4)
 
 def _pairs(vocab: int) -> list[tuple[list[int], list[int]]]:
     g = torch.Generator().manual_seed(3)
-    draw = lambda n: torch.randint(3, vocab, (n,), generator=g).tolist()  # noqa: E731
+    draw = lambda n: torch.randint(3, vocab, (n,), generator=g).tolist()
     return [(draw(5 + i % 3), draw(1 + i % 4)) for i in range(7)]
 
 
