@@ -17,8 +17,10 @@ layout names modules of the dense base, and the adapters here live in the looped
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +46,10 @@ readings = runtime.evaluate(rows, evaluation)   # per-row, per-loop readings, as
 """
 
 
-def write_export(base_model: Any, tokenizer: Any, checkpoint_file: Path, out: Path, meta: dict[str, Any]) -> Path:
-    """Write the export folder: the untouched base, the checkpoint file, what rebuilds the arm.
-    Written under a temporary name and renamed, so a failure leaves nothing half-written."""
+@contextlib.contextmanager
+def written_whole(out: Path) -> Iterator[Path]:
+    """A folder filled under a temporary name and renamed to ``out`` at the end: a failure leaves nothing
+    half-written (and an existing ``out`` is never touched)."""
     if out.exists():
         raise FileExistsError(f"{out} exists: choose a new --out folder")
     tmp = out.with_name(out.name + ".partial")
@@ -54,6 +57,16 @@ def write_export(base_model: Any, tokenizer: Any, checkpoint_file: Path, out: Pa
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     try:
+        yield tmp
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_export(base_model: Any, tokenizer: Any, checkpoint_file: Path, out: Path, meta: dict[str, Any]) -> Path:
+    """Write the export folder: the untouched base, the checkpoint file, what rebuilds the arm."""
+    with written_whole(out) as tmp:
         base_model.save_pretrained(tmp / "base")
         tokenizer.save_pretrained(tmp / "base")
         shutil.copyfile(checkpoint_file, tmp / WEIGHTS)
@@ -68,10 +81,6 @@ def write_export(base_model: Any, tokenizer: Any, checkpoint_file: Path, out: Pa
             ),
             encoding="utf-8",
         )
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

@@ -26,6 +26,7 @@ STAGES: tuple[tuple[str, int], ...] = (
     ("ledger.rows", 20),
     ("ledger.reader", 30),
     ("arms.bases", 31),
+    ("arms.hf.modeling_ledger_recurrent", 31),  # the exported model file: torch and transformers only
     ("arms.model", 32),
     ("arms.train", 33),
     ("arms.dense", 33),

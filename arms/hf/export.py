@@ -111,19 +111,14 @@ def hf_model(model: Any, num_loops: int) -> modeling.LedgerRecurrentForCausalLM:
 
 
 def write_hf_export(runtime: Any, out: Path, provenance: dict[str, Any], num_loops: int) -> Path:
-    """Write the folder under a temporary name and rename it: a failure leaves nothing half-written."""
+    """Write the folder (whole or not at all: ``written_whole``)."""
     from transformers.utils import logging as transformers_logging
 
+    from arms.export import written_whole
     from arms.model.recurrent import RecurrentLM
 
     transformers_logging.disable_progress_bar()  # the command prints one line of its own
-    if out.exists():
-        raise FileExistsError(f"{out} exists: choose a new --out folder")
-    tmp = out.with_name(out.name + ".partial")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    try:
+    with written_whole(out) as tmp:
         model = runtime.model
         if isinstance(model, RecurrentLM):
             exported = hf_model(model, num_loops)
@@ -136,10 +131,6 @@ def write_hf_export(runtime: Any, out: Path, provenance: dict[str, Any], num_loo
         runtime.tokenizer.save_pretrained(tmp)
         (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         (tmp / "README.md").write_text(card, encoding="utf-8")
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

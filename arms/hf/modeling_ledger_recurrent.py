@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -112,14 +113,14 @@ class SplitBridge(nn.Module):
 
 
 class ConcatAdapter(nn.Module):
-    """s_in = W [s_prev ; e] (Linear 2h -> h, no bias), with the base's norm after it and after the block where
-    the arm has ``block_norms``."""
+    """s_in = W [s_prev ; e] (Linear 2h -> h, no bias); ``norm`` (a factory hidden -> module, the base's own norm
+    class) adds a norm after it and one after the block, where the arm has ``block_norms``."""
 
-    def __init__(self, hidden: int, norm_class: type[nn.Module] | None = None, eps: float = 1e-6):
+    def __init__(self, hidden: int, norm: Callable[[int], nn.Module] | None = None):
         super().__init__()
         self.proj = nn.Linear(2 * hidden, hidden, bias=False)
-        self.entry_norm = norm_class(hidden, eps=eps) if norm_class is not None else None
-        self.exit_norm = norm_class(hidden, eps=eps) if norm_class is not None else None
+        self.entry_norm = norm(hidden) if norm is not None else None
+        self.exit_norm = norm(hidden) if norm is not None else None
 
     def forward(self, s_prev: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
         entry = self.proj(torch.cat([s_prev, e], dim=-1))
@@ -135,7 +136,7 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return position_ids.masked_fill(attention_mask == 0, 1)
 
 
-def last_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+def last_token_positions(attention_mask: torch.Tensor) -> torch.Tensor:
     """Index of each row's last non-pad token (left or right padding)."""
     return attention_mask.shape[-1] - 1 - attention_mask.flip(-1).to(torch.long).argmax(-1)
 
@@ -157,8 +158,10 @@ class LedgerRecurrentForCausalLM(PreTrainedModel, GenerationMixin):
         if config.bridge == "split":
             self.bridge = SplitBridge(hidden, state_norm=config.state_norm)
         elif config.bridge == "concat":
-            norm = type(self.base.model.norm) if config.block_norms else None
-            self.bridge = ConcatAdapter(hidden, norm, float(getattr(base_config, "rms_norm_eps", 1e-6)))
+            norm_class, eps = type(self.base.model.norm), float(getattr(base_config, "rms_norm_eps", 1e-6))
+            self.bridge = ConcatAdapter(
+                hidden, (lambda size: norm_class(size, eps=eps)) if config.block_norms else None
+            )
         layers = self.base.model.layers
         self.loop_block = (
             nn.ModuleList(copy.deepcopy(layers[i]) for i in config.block_layers) if config.loop_block else None
@@ -279,7 +282,7 @@ class LedgerRecurrentForCausalLM(PreTrainedModel, GenerationMixin):
             position_ids = positions_from_mask(attention_mask)
         masks, rotary = self._context(inputs_embeds, attention_mask, position_ids)
         prelude = self._run(self.config.prelude_layers, inputs_embeds, masks, rotary, position_ids)
-        last = last_positions(attention_mask)
+        last = last_token_positions(attention_mask)
         state = self._initial_state(prelude) if isinstance(self.bridge, ConcatAdapter) else prelude
         for t in range(1, loops + 1):
             state = self._loop(t, state, prelude, masks, rotary, position_ids, last)

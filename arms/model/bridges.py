@@ -12,9 +12,13 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from arms.hf.modeling_ledger_recurrent import ConcatAdapter as ConcatComputation
+from arms.hf.modeling_ledger_recurrent import SplitBridge
 
-class SplitBridgeModule(nn.Module):
-    """u = h + g * (P_p LN(p) + P_h h + b - h), with p the prelude output, h the block output.
+
+class SplitBridgeModule(SplitBridge):
+    """u = h + g * (P_p LN(p) + P_h h + b - h), with p the prelude output, h the block output (the computation is
+    the exported model file's ``SplitBridge``: one implementation, in the run and in the export).
 
     Initialised to the identity (P_h = I, b = 0, P_p = 0, g = 1): u == h exactly,
     so an untrained bridge just feeds the block its own output. The gate starts
@@ -34,12 +38,7 @@ class SplitBridgeModule(nn.Module):
     """
 
     def __init__(self, hidden: int, eps: float = 1e-5, state_norm: bool = False):
-        super().__init__()
-        self.norm = nn.LayerNorm(hidden, eps=eps)
-        self.P_p = nn.Linear(hidden, hidden, bias=False)
-        self.P_h = nn.Linear(hidden, hidden, bias=True)
-        self.g = nn.Parameter(torch.ones(()))
-        self.state_norm = nn.LayerNorm(hidden, eps=eps) if state_norm else None
+        super().__init__(hidden, eps=eps, state_norm=state_norm)
         self.reset_parameters()
 
     @torch.no_grad()
@@ -52,15 +51,10 @@ class SplitBridgeModule(nn.Module):
         if self.state_norm is not None:
             self.state_norm.reset_parameters()
 
-    def forward(self, h: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        if self.state_norm is not None:
-            h = self.state_norm(h)
-        z = self.P_p(self.norm(p)) + self.P_h(h)
-        return h + self.g * (z - h)
 
-
-class ConcatAdapter(nn.Module):
-    """s_in = W [s_prev ; e]: Linear(2h -> h, no bias) on the concatenation.
+class ConcatAdapter(ConcatComputation):
+    """s_in = W [s_prev ; e]: Linear(2h -> h, no bias) on the concatenation (the exported model file's
+    ``ConcatAdapter``, with its initialisation).
 
     The input is ordered [s_prev ; e] (previous state first, prelude output e
     second). init="identity" sets W = [0 | I], so at init the adapter passes the
@@ -74,23 +68,12 @@ class ConcatAdapter(nn.Module):
     """
 
     def __init__(self, hidden: int, init: str = "identity", norm: Callable[[int], nn.Module] | None = None):
-        super().__init__()
         if init not in ("identity", "default"):
             raise ValueError(f"init must be 'identity' or 'default', got {init!r}")
+        super().__init__(hidden, norm)
         self.hidden = hidden
         self.init = init
-        self.proj = nn.Linear(2 * hidden, hidden, bias=False)
-        self.entry_norm = norm(hidden) if norm is not None else None
-        self.exit_norm = norm(hidden) if norm is not None else None
         if init == "identity":
             with torch.no_grad():
                 self.proj.weight.zero_()
                 self.proj.weight[:, hidden:].copy_(torch.eye(hidden))
-
-    def forward(self, s_prev: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
-        entry = self.proj(torch.cat([s_prev, e], dim=-1))
-        return self.entry_norm(entry) if self.entry_norm is not None else entry
-
-    def leave_block(self, state: torch.Tensor) -> torch.Tensor:
-        """The block's output as the next state (the exit norm, if the adapter has the block norms)."""
-        return self.exit_norm(state) if self.exit_norm is not None else state

@@ -28,6 +28,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from arms.hf.modeling_ledger_recurrent import last_token_positions, positions_from_mask
 from arms.model.bridges import ConcatAdapter, SplitBridgeModule
 from arms.model.live_rows import AnswerRows, Context, LiveRows, cache_keyword, prompt_cacheable
 from arms.model.surgery import CutModel, make_surgery
@@ -37,16 +38,7 @@ S0_KINDS = ("random", "zeros", "prelude")
 # "answer" re-enters only the answer position and gives every other position the
 # prelude output again (a stationary prompt: its keys and values are loop 1's).
 REENTRY_KINDS = ("all", "answer")
-
-
-def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """RoPE positions that ignore padding, as transformers' `generate` builds them.
-
-    A left-padded row then sees the same positions as the row alone; pad slots
-    get position 1 (any value works: they are masked out as keys).
-    """
-    position_ids = attention_mask.long().cumsum(-1) - 1
-    return position_ids.masked_fill(attention_mask == 0, 1)
+__all__ = ["RecurrentLM", "last_token_positions", "positions_from_mask"]  # the two: the exported file's own
 
 
 @functools.cache
@@ -58,12 +50,6 @@ def _mask_signature() -> tuple[str, bool, bool]:
     params = inspect.signature(masking_utils.create_causal_mask).parameters
     cache = "cache" if "cache" in params else "past_key_values"
     return cache, "cache_position" in params, "allow_is_causal_skip" in params
-
-
-def last_token_positions(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Index of the last non-pad token of each row (works for left and right padding)."""
-    seq_len = attention_mask.shape[-1]
-    return seq_len - 1 - attention_mask.flip(-1).to(torch.long).argmax(-1)
 
 
 class RecurrentLM(nn.Module):
