@@ -83,15 +83,14 @@ def export_checkpoint(
 
 
 def deepest_loop(protocol: Protocol, arm) -> int:
-    """The deepest loop the arm's evaluation reads: its listed loops, or under forced depth the deepest row of
-    the manifests it evaluates (1 for a dense arm)."""
-    evaluation = arm.evaluation
-    if arm.kind != "recurrent":
-        return 1
-    if evaluation.loops != "forced":
-        return max(evaluation.loops)
-    depths = [max(getattr(protocol.manifest(m), "depths", None) or [1]) for m in evaluation.manifests]
-    return max(depths, default=1)
+    """The deepest loop the arm's evaluation reads (1 for an arm read once), as its kind says (``loops_read``)."""
+    from ledger.protocol.manifests import GENERATORS
+
+    loops = {1}
+    for manifest_id in arm.evaluation.manifests:
+        manifest = protocol.manifest(manifest_id)
+        loops |= arm.loops_read(manifest, GENERATORS[manifest.generator].reading)[0]
+    return max(loops)
 
 
 def _checkpoint(store, prefix: str):

@@ -9,7 +9,9 @@ or a SQLite file on a shared disk) and the artifacts folder are all that the job
 
 Every job is submitted with ``--requeue`` and runs with ``--resume``: a job that is preempted or requeued starts
 again and continues from the last checkpoint its arms recorded, so nothing is trained or recorded twice.
-With more than one GPU per job, the group runs under ``torchrun`` on the node's GPUs (data-parallel arms).
+With more than one GPU per job, the group runs under ``torchrun`` on the node's GPUs (data-parallel arms). A
+job whose ``ledger run`` exits non-zero by itself marks its unfinished arms as failed in the ledger
+(``record_failure``: a ``job-failed`` run record with the reason), which ``ledger status`` shows.
 
 The batch scripts, the jobs' logs and ``jobs.json`` (the job ids, arms, scripts and logs, which ``ledger
 status`` reads) go to ``OUT/slurm/``. The Slurm CLI is called directly (``sbatch --parsable``, ``squeue``,
@@ -67,7 +69,18 @@ def node_command(ledger_args: list[str], gpus: int) -> list[str]:
     return [sys.executable, "-m", "ledger", *ledger_args]
 
 
-def batch_script(name: str, command: list[str], log: Path, options: SlurmOptions, *, requeue: bool) -> str:
+def batch_script(
+    name: str,
+    command: list[str],
+    log: Path,
+    options: SlurmOptions,
+    *,
+    requeue: bool,
+    on_failure: list[str] | None = None,
+) -> str:
+    """The job's script. ``on_failure``: a command run when ``command`` exits non-zero by itself (a crash, bad
+    input), given ``--exit-status``, ``--job`` and ``--restart``; a job the scheduler stops (requeue, preemption,
+    time limit, cancel) is signalled whole and runs nothing more."""
     lines = ["#!/bin/bash", f"#SBATCH --job-name={name}", f"#SBATCH --output={log}", "#SBATCH --open-mode=append"]
     if requeue:
         lines.append("#SBATCH --requeue")
@@ -84,10 +97,21 @@ def batch_script(name: str, command: list[str], log: Path, options: SlurmOptions
         "# written by `ledger run --executor slurm`; a requeued job starts here again and resumes from the ledger",
         'echo "ledger job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}) on $(hostname) at $(date -u +%FT%TZ)"',
         f"cd {shlex.quote(str(Path.cwd()))}",
-        "exec " + shlex.join(command),
-        "",
     ]
-    return "\n".join(lines)
+    if on_failure is None:
+        lines.append("exec " + shlex.join(command))
+    else:
+        lines += [
+            shlex.join(command),
+            "status=$?",
+            'if [ "$status" -ne 0 ]; then',
+            "    "
+            + shlex.join(on_failure)
+            + ' --exit-status "$status" --job "${SLURM_JOB_ID:-unknown}" --restart "${SLURM_RESTART_COUNT:-0}"',
+            "fi",
+            'exit "$status"',
+        ]
+    return "\n".join([*lines, ""])
 
 
 def sbatch(script: Path, dependency: str | None = None) -> str:
@@ -119,7 +143,11 @@ def submit(runner: Any, run_args: list[str], options: SlurmOptions, report) -> d
         script = folder / f"group-{number}.sbatch"
         log = folder / f"group-{number}.log"
         command = node_command([*run_args, "--arms", ",".join(group), "--no-judge", "--resume"], options.gpus_per_job)
-        script.write_text(batch_script(f"{name}-{group[0]}", command, log, options, requeue=True), encoding="utf-8")
+        failed = [sys.executable, "-m", "ledger.run.slurm", "record-failure", run_args[1], "--db", _option(run_args, "--db"),
+                  "--arms", ",".join(group), "--log", str(log.resolve())]  # fmt: skip
+        script.write_text(
+            batch_script(f"{name}-{group[0]}", command, log, options, requeue=True, on_failure=failed), encoding="utf-8"
+        )
         job_id = sbatch(script)
         ids.append(job_id)
         jobs.append({"job_id": job_id, "arms": group, "script": str(script), "log": str(log)})
@@ -146,6 +174,61 @@ def submit(runner: Any, run_args: list[str], options: SlurmOptions, report) -> d
     return record
 
 
+def _option(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+FAILED_KIND = "job-failed"
+
+
+def record_failure(db: str, protocol_path: str | Path, arms: list[str], *, job: str, restart: int, exit_status: int,
+                   log: Path) -> list[str]:  # fmt: skip
+    """Mark each arm of a failed job's group that has neither its evaluation nor a hard stop as failed in the
+    ledger: a ``runs`` record of kind ``job-failed`` (run id ``SHA:ARM:job-ID-RESTART``), the reason as its note
+    (the exit status and the last line of the job's log), the arm's own run environment beside it. The arms
+    marked (a requeued job that fails again adds another record; the arm's evidence is untouched)."""
+    from ledger.audit.preregistration import registration_of
+    from ledger.protocol.check import check_protocol_file
+    from ledger.run.environment import environment_record
+    from ledger.run.status import evaluated, stopped_by_gate
+    from ledger.store import open_store
+
+    protocol = check_protocol_file(protocol_path).protocol
+    reason = f"job {job} (restart {restart}) exited with status {exit_status}: {last_line(log)}"
+    marked = []
+    with open_store(db) as store:
+        sha = registration_of(store, protocol)
+        for arm_id in arms:
+            run_id = f"{sha[:12]}:{arm_id}"
+            arm = protocol.arm(arm_id)
+            if evaluated(store, sha, arm) or stopped_by_gate(store, protocol, sha, arm_id) is not None:
+                continue
+            own = store.get("runs", run_id=run_id)
+            environment = (
+                json.loads(own["environment_json"] or "{}")
+                if own is not None
+                else environment_record(Path(protocol_path).resolve().parent, {})
+            )
+            store.add_run(
+                run_id=f"{run_id}:job-{job}-{restart}",
+                kind=FAILED_KIND,
+                protocol_sha256=sha,
+                arm=arm_id,
+                config={"job": job, "restart": restart, "exit_status": exit_status},
+                environment=environment,
+                note=reason,
+            )
+            marked.append(arm_id)
+    return marked
+
+
+def last_line(path: Path) -> str:
+    """The last non-empty line of a log (at most 200 characters)."""
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:200] if lines else f"no output in {path}"
+
+
 def scheduler_states(job_ids: list[str]) -> dict[str, tuple[str, str]]:
     """Job id -> (state, reason) as the scheduler holds it now (``scontrol show job``: pending, running and
     recently ended jobs alike, with no accounting database); a job it no longer knows is left out."""
@@ -159,3 +242,29 @@ def scheduler_states(job_ids: list[str]) -> dict[str, tuple[str, str]]:
         fields = dict(part.split("=", 1) for part in done.stdout.split() if "=" in part)
         states[job_id] = (fields.get("JobState", "UNKNOWN"), fields.get("Reason", "None"))
     return states
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ledger.run.slurm record-failure PROTOCOL --db URL --arms A,B --log LOG --exit-status N --job ID
+    --restart K``: what a group's batch script runs when its ``ledger run`` failed."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m ledger.run.slurm")
+    commands = parser.add_subparsers(dest="command", required=True)
+    failure = commands.add_parser("record-failure", help="mark a failed job's unfinished arms as failed in the ledger")
+    failure.add_argument("protocol")
+    failure.add_argument("--db", required=True)
+    failure.add_argument("--arms", required=True)
+    failure.add_argument("--log", required=True)
+    failure.add_argument("--exit-status", type=int, required=True)
+    failure.add_argument("--job", required=True)
+    failure.add_argument("--restart", type=int, default=0)
+    args = parser.parse_args(argv)
+    marked = record_failure(args.db, args.protocol, args.arms.split(","), job=args.job, restart=args.restart,
+                            exit_status=args.exit_status, log=Path(args.log))  # fmt: skip
+    print(f"ledger: marked failed in the ledger: {', '.join(marked) or 'no arm (each finished or stopped)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.run.slurm import JOBS_FILE, scheduler_states
+from ledger.run.slurm import FAILED_KIND, JOBS_FILE, last_line, scheduler_states
 
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "DEADLINE",
          "BOOT_FAIL"}  # fmt: skip
@@ -46,8 +46,8 @@ def arm_states(store: Any, protocol: Any, sha: str, out_dir: Path) -> tuple[list
     ids = [job["job_id"] for job in job_of.values()]
     judge = (jobs or {}).get("judge") if job_of else None
     scheduler = scheduler_states(ids + ([judge["job_id"]] if judge else []))
-    manifests = {row["name"]: row["sha256"] for row in store.rows_of("manifests", protocol_sha256=sha)}
     log = _log_lines(out_dir / "run.log")
+    failures = {run["arm"]: run["note"] for run in store.rows_of("runs", protocol_sha256=sha, kind=FAILED_KIND)}
     states = []
     for arm in protocol.arms:
         run_id = f"{sha[:12]}:{arm.id}"
@@ -55,17 +55,19 @@ def arm_states(store: Any, protocol: Any, sha: str, out_dir: Path) -> tuple[list
         stages = [stage.id for stage in arm.stages]
         done = [c.stage for c in recorded]
         job = job_of.get(arm.id)
-        stopped = _stopped(store, protocol, sha, arm.id)
-        evaluated = bool(manifests) and all(
-            m in manifests and store.has_evidence(run_id, manifests[m]) for m in arm.evaluation.manifests
-        )
+        stopped = stopped_by_gate(store, protocol, sha, arm.id)
         job_id = job["job_id"] if job else None
+        found = scheduler.get(job_id) if job_id else None
+        active = found is not None and (found[0] == "PENDING" or found[0] in ACTIVE)
         if stopped is not None:
             state = ArmState(arm.id, "stopped", stopped, job_id)
-        elif evaluated:
+        elif evaluated(store, sha, arm):
             state = ArmState(arm.id, "finished", f"stages {', '.join(done) or '-'} recorded; evaluated", job_id)
+        elif arm.id in failures and not active:  # a requeued job running again is running, not failed
+            recorded_stages = f"stages {', '.join(done)} recorded" if done else "no stage recorded"
+            state = ArmState(arm.id, "failed", f"{recorded_stages}; recorded in the ledger: {failures[arm.id]}", job_id)
         elif job is not None:
-            state = _from_scheduler(arm.id, job, scheduler.get(job["job_id"]), stages, done, log)
+            state = _from_scheduler(arm.id, job, found, stages, done, log)
         elif done:
             state = ArmState(arm.id, "partial", f"stages {', '.join(done)} recorded; not evaluated")
         else:
@@ -92,11 +94,11 @@ def _from_scheduler(arm: str, job: dict, found, stages: list[str], done: list[st
     if state in ACTIVE:
         at = next((stage for stage in stages if stage not in done), stages[-1])
         step = _last_step(log, arm, at)
-        where = f"stage {at}" + (f", step {step}" if step else "") if at not in done else "evaluating"
-        return ArmState(arm, "running", f"{recorded}; at {where}", job_id)
+        where = f"at stage {at}" + (f", step {step}" if step else "") if at not in done else "evaluating"
+        return ArmState(arm, "running", f"{recorded}; {where}", job_id)
     if state == "COMPLETED":  # the job ended well but the arm has no evaluation: its group stopped before it
         return ArmState(arm, "failed", f"{recorded}; job {job_id} completed without evaluating it", job_id)
-    return ArmState(arm, "failed", f"{recorded}; job {job_id} {state}: {_last_line(Path(job['log']))}", job_id)
+    return ArmState(arm, "failed", f"{recorded}; job {job_id} {state}: {last_line(Path(job['log']))}", job_id)
 
 
 def _reason(found, log: Path, out_dir: Path) -> str:
@@ -108,11 +110,20 @@ def _reason(found, log: Path, out_dir: Path) -> str:
     if state == "COMPLETED":
         return f"claims judged where their arms finished; the report: {out_dir / 'report.html'}"
     if state in ENDED:
-        return _last_line(log)
+        return last_line(log)
     return "judging the claims"
 
 
-def _stopped(store: Any, protocol: Any, sha: str, arm_id: str | None) -> str | None:
+def evaluated(store: Any, sha: str, arm: Any) -> bool:
+    """The arm's evaluation evidence is in: every manifest its evaluation reads (as registered with ``sha``)."""
+    manifests = {row["name"]: row["sha256"] for row in store.rows_of("manifests", protocol_sha256=sha)}
+    run_id = f"{sha[:12]}:{arm.id}"
+    return bool(manifests) and all(
+        m in manifests and store.has_evidence(run_id, manifests[m]) for m in arm.evaluation.manifests
+    )
+
+
+def stopped_by_gate(store: Any, protocol: Any, sha: str, arm_id: str | None) -> str | None:
     """Where the arm, or an arm it continues from, failed a stop gate."""
     seen: set[str] = set()
     while arm_id is not None and arm_id not in seen:
@@ -136,8 +147,3 @@ def _last_step(log: list[str], arm: str, stage: str) -> str | None:
         if found:
             return found.group(1)
     return None
-
-
-def _last_line(path: Path) -> str:
-    lines = [line.strip() for line in _log_lines(path) if line.strip()]
-    return lines[-1][:200] if lines else f"no output in {path}"

@@ -34,6 +34,36 @@ def test_without_slurm_the_command_is_one_line_and_writes_nothing(tmp_path):
     assert both.returncode == 2 and "drop --parallel" in both.stderr and not db.exists()
 
 
+def test_a_failed_jobs_unfinished_arms_are_marked_failed_in_the_ledger_with_the_reason(tmp_path):
+    """What a group's batch script runs when its `ledger run` exits non-zero: each arm of the group that has
+    neither its evaluation nor a hard stop gets a `job-failed` run record whose note says why, and `ledger
+    status` reads it (no scheduler needed)."""
+    import sys
+
+    from ledger.run.slurm import SlurmOptions, batch_script
+
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    assert ledger_cli("register", str(SMOKE), "--db", db).returncode == 0
+    log = tmp_path / "group-1.log"
+    log.write_text("ledger job 42 (restart 0) on node7\nKilled\n", encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "ledger.run.slurm", "record-failure", str(SMOKE), "--db", db, "--arms", "A,E",
+         "--log", str(log), "--exit-status", "137", "--job", "42", "--restart", "0"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and "marked failed in the ledger: A, E" in done.stdout, done.stderr[-2000:]
+    shown = ledger_cli("status", str(SMOKE), "--db", db, "--out", str(tmp_path / "out"), "--json")
+    states = {row["arm"]: row for row in json.loads(shown.stdout)}
+    assert states["A"]["state"] == states["E"]["state"] == "failed"
+    assert "recorded in the ledger: job 42 (restart 0) exited with status 137: Killed" in states["A"]["detail"]
+    assert states["B"]["state"] == states["C"]["state"] == "not started"
+    with open_store(db) as store:
+        runs = [row for row in store.rows_of("runs") if row["kind"] == "job-failed"]
+    assert sorted(row["run_id"].split(":", 1)[1] for row in runs) == ["A:job-42-0", "E:job-42-0"]
+    script = batch_script("smoke-A", ["ledger", "run"], log, SlurmOptions(), requeue=True, on_failure=["mark"])
+    assert "status=$?" in script and 'mark --exit-status "$status"' in script and "\nexec " not in script
+
+
 def _slurm_env() -> dict[str, str]:
     conf = os.environ.get("SLURM_CONF", "")
     if not conf or not Path(conf).is_file():
@@ -130,5 +160,34 @@ def test_a_job_requeued_mid_stage_resumes_and_records_nothing_twice(reference, t
         assert stages == ["install", "anneal"]  # each stage once: nothing trained or recorded twice
         _identical_to_the_reference(reference, db)
         assert ledger_cli("verify", "claims/smoke.yaml", "--db", db).returncode == 0
+    finally:
+        drop_postgres_database(db)
+
+
+@pytest.mark.long
+def test_a_job_that_crashes_marks_its_arm_failed_and_the_judging_names_it(tmp_path):
+    """Arm C's process is killed mid-run (as the kernel's OOM killer would): its job ends FAILED, the script
+    records why in the ledger, `ledger status` says so, and the judging job judges what it can and names C."""
+    db = create_postgres_database()
+    try:
+        jobs, _ = _submit(tmp_path, db)
+        job = next(job for job in jobs["jobs"] if job["arms"] == ["C"])
+        deadline = time.monotonic() + 900
+        while _job_state(job["job_id"]) != "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(3)  # into its run
+        killed = subprocess.run(["pkill", "-KILL", "-f", "ledger run .* --arms C "], check=False)
+        assert killed.returncode == 0
+        assert _wait_for(job["job_id"]) == "FAILED"
+        assert _wait_for(jobs["judge"]["job_id"]) == "COMPLETED", Path(jobs["judge"]["log"]).read_text()[-3000:]
+        shown = ledger_cli("status", str(SMOKE), "--db", db, "--out", str(tmp_path / "out"), "--json")
+        states = {row["arm"]: row for row in json.loads(shown.stdout)}
+        assert states["C"]["state"] == "failed", states["C"]
+        assert (
+            f"recorded in the ledger: job {job['job_id']} (restart 0) exited with status 137" in states["C"]["detail"]
+        )
+        assert [states[arm]["state"] for arm in "AEB"] == ["finished"] * 3
+        judged = Path(jobs["judge"]["log"]).read_text(encoding="utf-8")
+        assert "C" in judged and "not finished" in judged, judged[-2000:]
     finally:
         drop_postgres_database(db)
