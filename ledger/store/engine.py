@@ -318,8 +318,10 @@ def ensure_schema(engine: Engine, *, url: str, create: bool = True) -> str:
     expected = head_revision()
     url = display_url(url)  # messages never show a password
     with engine.connect() as connection:
-        revision = current_revision(connection)
+        # tables first, then the revision: each statement sees what is committed by then, so a process that
+        # creates the database between the two reads shows as at head, never as tables without a revision
         tables = user_tables(connection)
+        revision = current_revision(connection)
     if revision is None and not tables:
         if not create:
             raise StoreError(f"no ledger database at {url}: create one with `ledger db upgrade --db {url}`")
