@@ -40,6 +40,10 @@ def export_checkpoint(
     from ledger.reader.shared import Reader
     from ledger.run.bases import load_protocol_base
 
+    if format not in FORMATS:
+        raise ExportRefused(f"--format {format!r}: choose one of {', '.join(FORMATS)}")
+    if num_loops is not None and (format != "hf" or num_loops < 1):
+        raise ExportRefused("--num-loops is a loop count >= 1 of an hf export")
     record = _checkpoint(store, prefix)
     if record.run_id is None or record.arm.startswith("base:"):
         raise ExportRefused(f"checkpoint {record.sha256[:12]} ({record.arm}) is a base, not a retrofitted arm")
@@ -60,10 +64,6 @@ def export_checkpoint(
     reader = Reader(_symbols(protocol), tokenizer=tokenizer, chat_template=protocol.bases[arm.base].chat_template)
     from arms.runtime import build_runtime
 
-    if format not in FORMATS:
-        raise ExportRefused(f"--format {format!r}: choose one of {', '.join(FORMATS)}")
-    if num_loops is not None and (format != "hf" or num_loops < 1):
-        raise ExportRefused("--num-loops is a loop count >= 1 of an hf export")
     runtime = build_runtime(arm, base_model, tokenizer, reader)
     runtime.load(file)  # refuses a file that is not this arm's
     meta = {

@@ -139,8 +139,12 @@ def test_a_dense_arm_is_its_base_class_and_bad_requests_are_one_line(reference, 
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
+    from ledger.run.export import export_checkpoint
+
     ran = reference[0]
-    folder = _export(ran, "B", tmp_path / "hf-B")
+    folder = tmp_path / "hf-B"
+    with open_store(f"sqlite:///{ran / 'ledger.db'}") as store:  # in this process: no second start of torch
+        export_checkpoint(store, _final(ran, "B"), folder, format="hf")
     assert not (folder / "modeling_ledger_recurrent.py").exists()
     model = AutoModelForCausalLM.from_pretrained(folder)
     assert type(model).__name__ == "Qwen2ForCausalLM"
@@ -166,6 +170,7 @@ def test_a_dense_arm_is_its_base_class_and_bad_requests_are_one_line(reference, 
         assert not (tmp_path / "refused").exists() and not (tmp_path / "refused.partial").exists()
 
 
+@pytest.mark.long  # two lm-eval runs end to end: the long call
 def test_lm_evals_own_hf_model_reads_the_folder_as_ledger_lm_eval_does(reference, tmp_path):
     """The same checkpoint at loop 2: lm-eval's stock `hf` model on the hf folder (`num_loops=2` through
     --model_args, in a process where `import ledger` fails) and `ledger lm-eval` on the ledger's own export give
