@@ -67,6 +67,8 @@ def hf_config(model: Any, num_loops: int) -> modeling.LedgerRecurrentConfig:
     from arms.model.budgets import AdapterRecurrentLM
 
     bridge = model.bridge
+    if bridge is not None and not isinstance(bridge, (SplitBridgeModule, ConcatAdapter)):
+        raise ValueError(f"--format hf: the model file has no computation for a {type(bridge).__name__} bridge")
     base = model.base.config.to_dict()
     config = modeling.LedgerRecurrentConfig(
         base=base,
