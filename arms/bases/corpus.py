@@ -66,6 +66,11 @@ def symbols_at(recipe: PretrainRecipe, step: int) -> int:
     return recipe.curriculum[_stage(recipe, step)].max_symbols
 
 
+def reverse_symbols_at(recipe: PretrainRecipe, step: int) -> tuple[int, int] | None:
+    """The reverse kinds' table sizes at ``step`` (None: the protocols' N16 rendering)."""
+    return recipe.reverse_sizes_at(_stage(recipe, step))
+
+
 def _lookup_size(recipe: PretrainRecipe, step: int, rng: random.Random) -> int:
     index = _stage(recipe, step)
     top = recipe.curriculum[index].max_symbols
@@ -198,6 +203,24 @@ def _one_hop(kind: str, seed: int, split: str) -> tuple[Example, list[str]]:
     return Example(kind=kind, prompt=row.prompt, answer=" " + row.answer, depth=1), sorted(row.symbols)
 
 
+def _reverse(rng: random.Random, recipe: PretrainRecipe, kind: str, sizes: tuple[int, int]) -> Example:
+    """A reverse lookup for training (``reverse_symbols`` set): a permutation of a random subset of N16 of a size
+    drawn from ``sizes``, rendered as the protocols render it, then further starts of the same table."""
+    from ledger.rows.tasks.reverse_lookup import draw_reverse, render_reverse
+
+    alphabet = rng.sample(N16, rng.randint(*sizes))
+    alphabet.sort()
+    operation = _ONE_HOP[kind]["operation"]
+    forward, inverse, start, path, inverse_order = draw_reverse(rng, alphabet, 1)
+    prompt = render_reverse(operation, forward, start, 1, list(forward), inverse_order)
+    question = prompt[prompt.index("Start value:") :].replace(f"Start value: {start}", "Start value: {}")
+    others = [symbol for symbol in alphabet if symbol != start]
+    rng.shuffle(others)
+    asked = others[: rng.randint(*recipe.reverse_questions) - 1]
+    followups = tuple((question.format(symbol), " " + inverse[symbol]) for symbol in asked)
+    return Example(kind=kind, prompt=prompt, answer=" " + path[1], depth=1, followups=followups)
+
+
 def _text(rng: random.Random, words: int = 48) -> Example:
     """General text: the generated source of design M's text manifests (sentences about names, points and
     tables), supervised after its first word."""
@@ -228,6 +251,7 @@ def synthetic_corpus(recipe: PretrainRecipe, step: int, batch_size: int | None =
         _EXCLUDED_CACHE[key] = excluded_tier1_questions(recipe)
     excluded = _EXCLUDED_CACHE[key]
     mixture = recipe.curriculum[_stage(recipe, step)].mixture or recipe.mixture
+    reverse_sizes = reverse_symbols_at(recipe, step)
     kinds = [kind for kind in KINDS if mixture.get(kind, 0) > 0]
     weights = [mixture[kind] for kind in kinds]
     batch = []
@@ -249,6 +273,8 @@ def synthetic_corpus(recipe: PretrainRecipe, step: int, batch_size: int | None =
             batch.append(_arithmetic(rng, recipe))
         elif kind == "choice":
             batch.append(_choice(rng, excluded))
+        elif kind in _ONE_HOP and reverse_sizes is not None and kind.startswith("reverse"):
+            batch.append(_reverse(rng, recipe, kind, reverse_sizes))
         elif kind in _ONE_HOP:
             batch.append(_one_hop(kind, rng.randrange(2**31), "pretrain")[0])
         elif kind == "text":

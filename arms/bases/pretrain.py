@@ -45,6 +45,7 @@ from arms.bases.corpus import (
     Example,
     heldout_lookups,
     heldout_skills,
+    reverse_symbols_at,
     symbols_at,
     synthetic_corpus,
 )
@@ -331,6 +332,11 @@ def pretrain_base(
                         "loss": round(loss_value, 5),
                         "lr": lr,
                         "max_symbols": symbols_at(recipe, step),
+                        **(
+                            {"reverse_symbols": list(reverse)}
+                            if (reverse := reverse_symbols_at(recipe, step)) is not None
+                            else {}
+                        ),
                         "loss_by_kind": {k: round(sum(v) / len(v), 4) for k, v in sorted(running.items())},
                         "elapsed_s": round(time.time() - started, 1),
                     }

@@ -58,11 +58,13 @@ SKILLS: tuple[Kind, ...] = ("relay", "pointer", "reverse_inverse", "reverse_forw
 
 
 class CurriculumStage(_Strict):
-    """From ``start_step`` on, lookup tables have up to ``max_symbols`` symbols (and this mixture, if given)."""
+    """From ``start_step`` on, lookup tables have up to ``max_symbols`` symbols (and this mixture, if given; and
+    the reverse kinds' table sizes ``reverse_symbols``, if given, in place of the recipe's)."""
 
     start_step: int = Field(ge=0)
     max_symbols: int = Field(ge=2, le=len(N24))
     mixture: dict[Kind, float] | None = None
+    reverse_symbols: tuple[int, int] | None = None
 
 
 class Tier1Exclusion(_Strict):
@@ -114,6 +116,11 @@ class PretrainRecipe(_Strict):
     lookup_questions: tuple[int, int] = (1, 1)
     # repeated table lines without their value ("M ->" -> " J") after the questions (uniform in the range)
     lookup_recalls: tuple[int, int] = (0, 0)
+    # the reverse kinds' training tables: None renders them as the protocols do (N16, one question); a range draws
+    # each table's size uniformly in it (a random subset of N16, so small tables teach the search first) and asks
+    # ``reverse_questions`` starts of the same table (more supervised answers per table, as ``lookup_questions``)
+    reverse_symbols: tuple[int, int] | None = None
+    reverse_questions: tuple[int, int] = (1, 1)
     # repeat: a random sequence of this many tokens (letters and numerals 0-99), then the same sequence again
     repeat_length: tuple[int, int] = (8, 24)
     copy_numerals: int = Field(default=30, ge=0)  # copy tokens include the numerals 0..copy_numerals
@@ -130,6 +137,10 @@ class PretrainRecipe(_Strict):
     eval_sizes: list[int] = [4, 8, 16, 24]
     log_every: int = Field(default=25, gt=0)
     threads: int = Field(default=1, gt=0)
+
+    def reverse_sizes_at(self, stage: int) -> tuple[int, int] | None:
+        """The reverse kinds' table sizes at curriculum stage ``stage`` (None: as the protocols render them)."""
+        return self.curriculum[stage].reverse_symbols or self.reverse_symbols
 
     def taught_kinds(self) -> set[str]:
         """The corpus kinds with a positive weight in the mixture or in any curriculum stage's."""
@@ -150,6 +161,11 @@ class PretrainRecipe(_Strict):
             raise ValueError(f"eval sizes must lie in 2..{len(N24)}")
         if not 1 <= self.lookup_questions[0] <= self.lookup_questions[1]:
             raise ValueError("lookup_questions must be (min, max) with 1 <= min <= max")
+        for sizes in [self.reverse_symbols] + [stage.reverse_symbols for stage in self.curriculum]:
+            if sizes is not None and not 2 <= sizes[0] <= sizes[1] <= 16:
+                raise ValueError("reverse_symbols must be (min, max) with 2 <= min <= max <= 16")
+        if not 1 <= self.reverse_questions[0] <= self.reverse_questions[1]:
+            raise ValueError("reverse_questions must be (min, max) with 1 <= min <= max")
         if not 0 <= self.lookup_recalls[0] <= self.lookup_recalls[1]:
             raise ValueError("lookup_recalls must be (min, max) with 0 <= min <= max")
         if "tier1" in self.taught_kinds() and not self.tier1_pool:
