@@ -22,6 +22,7 @@ STAGES: tuple[tuple[str, int], ...] = (
     ("ledger.canonical", 0),
     ("ledger.registry", 0),
     ("ledger.environment", 0),
+    ("ledger.inputs", 0),
     ("ledger.protocol", 10),
     ("ledger.rows", 20),
     ("ledger.reader", 30),

@@ -13,7 +13,7 @@ from ledger.canonical import sha256_file, sha256_hex
 from ledger.protocol.loader import ProtocolError, load_protocol
 from ledger.rows.builder import build_manifests
 from ledger.store import Store
-from ledger.store.artifacts import open_artifacts
+from ledger.store.artifacts import ArtifactOutsideRoot, open_artifacts
 
 Finding = tuple[str, str]  # (integrity, message)
 
@@ -85,7 +85,13 @@ class Integrity:
         record = self.store.checkpoint(sha)
         if record is None:
             return ("tampered", f"checkpoint {sha[:12]} is not in the ledger")
-        file = self.artifacts.locate(record.path, sha)
+        try:
+            if record.stage == "external" and record.path:  # an imported release's file, where import found it
+                file = Path(record.path) if Path(record.path).is_file() else self.artifacts.locate(None, sha)
+            else:
+                file = self.artifacts.locate(record.path, sha)
+        except ArtifactOutsideRoot as exc:
+            return ("tampered", f"checkpoint {sha[:12]} ({record.arm}): {exc}")
         if file is None:
             if not record.path:
                 return ("unverifiable", f"checkpoint {sha[:12]} ({record.arm}) has no file to re-hash")

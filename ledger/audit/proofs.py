@@ -94,7 +94,11 @@ def check_proof(document: Any, key: VerifierKey | None = None, signed_head: str 
         path = [bytes.fromhex(str(node)) for node in document["audit_path"]]
         payload = json.loads(payload_text)
     except (KeyError, TypeError, ValueError) as exc:
-        raise ProofError(f"malformed proof: {exc}") from None
+        raise ProofError(f"malformed proof: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    except RecursionError:
+        raise ProofError("malformed proof: its payload is nested too deeply") from None
+    if index < 0 or size < 1 or index >= size or size >= 1 << 63:
+        raise ProofError(f"malformed proof: leaf {index} of a tree of {size} entries")
     head_text = signed_head if signed_head is not None else document.get("signed_head")
     signer = None
     if head_text is not None:
@@ -113,6 +117,6 @@ def check_proof(document: Any, key: VerifierKey | None = None, signed_head: str 
     leaf = merkle.leaf_hash(payload_text.encode())
     if not merkle.verify_inclusion(leaf, index, size, path, root):
         raise ProofError(f"the entry is NOT included at index {index} of the tree of {size} entries under that root")
-    if not isinstance(payload, dict) or payload.get("seq") != document.get("seq"):
+    if not isinstance(payload, dict) or type(payload.get("seq")) is not int or payload["seq"] != document.get("seq"):
         raise ProofError("the proven payload is not the entry the proof names (seq differs)")
     return CheckedProof(int(payload["seq"]), str(payload.get("kind")), size, root.hex(), signer, payload)

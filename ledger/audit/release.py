@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from ledger.canonical import sha256_file
+from ledger.inputs import MAX_DATA_BYTES, InputFileError, read_bytes
 from ledger.protocol.common import StrictModel, _located
 from ledger.protocol.loader import load_model_file
 from ledger.reader.shared import read_generated_text_detail, row_symbols
@@ -181,15 +182,20 @@ def resolve_root(mapping: ReleaseMapping, mapping_path: str | Path, root_overrid
 
 
 def read_records(path: Path) -> list[dict]:
-    """JSONL or CSV records, gzip-transparent; errors name the file and line."""
-    if not path.is_file():
-        raise ReleaseError(f"{path}: file not found")
-    raw = path.read_bytes()
+    """JSONL or CSV records, gzip-transparent; errors name the file and line. A file (or its decompressed
+    content) past ``MAX_DATA_BYTES`` is refused: a gzip bomb stops at the budget."""
+    try:
+        raw = read_bytes(path, "release data", MAX_DATA_BYTES)
+    except InputFileError as exc:
+        raise ReleaseError(str(exc)) from None
     if path.suffix == ".gz":
         try:
-            raw = gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
+                raw = unzipped.read(MAX_DATA_BYTES + 1)
         except (OSError, EOFError, zlib.error) as exc:  # EOFError: a truncated file
             raise ReleaseError(f"{path}: not a complete gzip file ({exc})") from None
+        if len(raw) > MAX_DATA_BYTES:
+            raise ReleaseError(f"{path}: decompresses past the {MAX_DATA_BYTES:,}-byte budget of a data file: refused")
     name = path.name.removesuffix(".gz")
     try:
         text = raw.decode("utf-8")
@@ -210,6 +216,10 @@ def _object(text: str, where: str) -> dict:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ReleaseError(f"{where}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise ReleaseError(f"{where}: not usable JSON (nested too deeply)") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise ReleaseError(f"{where}: not usable JSON ({str(exc).splitlines()[0]})") from None
     if not isinstance(value, dict):
         raise ReleaseError(f"{where}: a JSON object expected, got {type(value).__name__}")
     return value

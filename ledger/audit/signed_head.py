@@ -148,8 +148,8 @@ def parse_tree_head(text: str) -> TreeHead:
     if len(lines) < 4 or lines[-1] != "":
         raise SignedHeadError("a checkpoint is origin, tree size and root hash, one per line, ending in a newline")
     origin, size, root = lines[0], lines[1], lines[2]
-    if not origin or not re.fullmatch(r"0|[1-9][0-9]*", size):
-        raise SignedHeadError("checkpoint: empty origin or a tree size that is not a decimal number")
+    if not origin or not re.fullmatch(r"0|[1-9][0-9]{0,18}", size) or int(size) >= 1 << 63:
+        raise SignedHeadError("checkpoint: empty origin or a tree size that is not a decimal number below 2^63")
     try:
         digest = base64.b64decode(root, validate=True)
     except ValueError:
@@ -167,12 +167,46 @@ def sign_note(text: str, key: SigningKey) -> str:
     return f"{text}\n{DASH} {key.name} {signature}\n"
 
 
-def _split_note(note: str) -> tuple[str, str]:
-    """(text with its final newline, signature block) of a signed note, unverified."""
-    if "\n\n" not in note:
-        raise SignedHeadError("not a signed note: no blank line between the text and the signatures")
-    text, _, signatures = note.rpartition("\n\n")
-    return text + "\n", signatures
+MAX_SIGNATURES = 100  # Go's note.Open stops reading a note with more signature lines
+
+
+def _malformed(why: str) -> SignedHeadError:
+    return SignedHeadError(f"malformed signed note: {why}")
+
+
+def _split_note(note: str) -> tuple[str, list[str]]:
+    """(text with its final newline, signature lines) of a signed note, unverified, split exactly as Go's
+    ``sumdb/note.Open`` splits it: no control character but newline anywhere; the signature block follows the
+    note's *last* blank line and ends with a newline (so trailing blank lines are malformed, not "no signature")."""
+    for index, character in enumerate(note):
+        if character < " " and character != "\n":
+            raise _malformed(f"control character {character!r} at offset {index}")
+    split = note.rfind("\n\n")
+    if split < 0:
+        raise _malformed("no blank line between the text and the signatures")
+    text, block = note[: split + 1], note[split + 2 :]
+    if not block:
+        raise _malformed("nothing after its last blank line: the signature lines come last (no trailing blank lines)")
+    if not block.endswith("\n"):
+        raise _malformed("the last signature line does not end with a newline")
+    return text, block[:-1].split("\n")
+
+
+def _signature(line: str, number: int) -> tuple[str, bytes, bytes]:
+    """(key name, key ID, signature) of one signature line, or why it is malformed (Go's rules: the em-dash
+    prefix, a name with no space or '+', standard padded base64 of at least five bytes)."""
+    if not line.startswith(DASH + " "):
+        raise _malformed(f"signature line {number} does not start with '{DASH} ': {line[:60]!r}")
+    name, _, encoded = line[2:].partition(" ")
+    if not _NAME.fullmatch(name) or not encoded:
+        raise _malformed(f"signature line {number}: a key name (no spaces or '+') then a base64 signature")
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        raise _malformed(f"signature line {number}: the signature is not base64") from None
+    if len(raw) < 5:
+        raise _malformed(f"signature line {number}: a signature is a 4-byte key ID and at least one byte more")
+    return name, raw[:4], raw[4:]
 
 
 def unverified_tree_head(note: str) -> TreeHead:
@@ -182,29 +216,21 @@ def unverified_tree_head(note: str) -> TreeHead:
 
 
 def open_note(note: str, key: VerifierKey) -> str:
-    """The text of a signed note, once ``key``'s signature on it verifies (other keys' lines are ignored, as the
-    format requires); else ``SignedHeadError``."""
-    text, signatures = _split_note(note)
-    lines = signatures.split("\n")
-    if lines and lines[-1] == "":
-        lines = lines[:-1]
-    if not lines:
-        raise SignedHeadError("signed note without signature lines")
-    verified = False
-    for line in lines:
-        match = re.fullmatch(rf"{DASH} (\S+) ([A-Za-z0-9+/=]+)", line)
-        if match is None:
-            raise SignedHeadError(f"malformed signature line: {line[:60]!r}")
-        try:
-            raw = base64.b64decode(match.group(2), validate=True)
-        except ValueError:
-            raise SignedHeadError("a signature is not base64") from None
-        if match.group(1) != key.name or raw[:4] != key.id:
+    """The text of a signed note, once ``key``'s signature on it verifies; else ``SignedHeadError``. As Go's
+    ``note.Open``: every line is parsed (one malformed line refuses the note), other keys' lines are kept
+    unverified, a key's repeated line is skipped, and more than 100 lines are refused."""
+    text, lines = _split_note(note)
+    if len(lines) > MAX_SIGNATURES:
+        raise _malformed(f"{len(lines)} signature lines, more than {MAX_SIGNATURES}")
+    signed: bytes | None = None
+    for number, line in enumerate(lines, start=1):
+        name, identity, signature = _signature(line, number)
+        if (name, identity) != (key.name, key.id) or signed is not None:
             continue
-        if not key.verify(raw[4:], text.encode()):
+        if not key.verify(signature, text.encode()):
             raise SignedHeadError(f"the signature of {key.name} on this head does not verify")
-        verified = True
-    if not verified:
+        signed = signature
+    if signed is None:
         raise SignedHeadError(f"the head carries no signature by {key.name}+{key.id.hex()}")
     return text
 

@@ -137,6 +137,15 @@ class Tally:
         }
 
 
+def _unverifiable(verdict: ClaimVerdict) -> bool:
+    """Its evidence cannot be checked, or it cannot be judged now where its recorded result was something else
+    (or nothing was recorded yet): exit 5, whatever the first outcome. A claim recorded as unverifiable (a
+    refuted precondition, judged) that is judged so again is its result, not a failure to verify."""
+    return verdict.integrity == "unverifiable" or (
+        verdict.outcome == "unverifiable" and verdict.first_outcome != "unverifiable"
+    )
+
+
 @dataclass
 class VerifyReport:
     verdicts: list[ClaimVerdict]
@@ -152,7 +161,7 @@ class VerifyReport:
     def exit_code(self) -> int:
         if self.chain_problems or any(v.integrity == "tampered" for v in self.verdicts):
             return EXIT_TAMPERED
-        if self.errors or any(v.integrity == "unverifiable" for v in self.verdicts):
+        if self.errors or any(_unverifiable(v) for v in self.verdicts):
             return EXIT_UNVERIFIABLE
         if not all(v.ok for v in self.verdicts):
             return EXIT_OUTCOME_CHANGED

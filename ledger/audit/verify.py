@@ -36,6 +36,7 @@ from ledger.audit.verdicts import (
 )
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.environment import environment_differences, recorded_environments
+from ledger.inputs import read_text
 from ledger.judge.claim_files import evaluate_claims
 from ledger.judge.claims import ClaimResult
 from ledger.protocol.claims import ClaimFile, claim_manifests, claim_subjects, load_claims, manifest_of
@@ -75,7 +76,7 @@ def is_release_mapping(path: Path) -> bool:
     try:
         import yaml
 
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_text(path, "claim"))
     except Exception:
         return False
     return isinstance(data, dict) and "release" in data and "claims" not in data

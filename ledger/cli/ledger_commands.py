@@ -118,16 +118,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _trusted_head(args: argparse.Namespace) -> tuple[str, int]:
     """(root hex, size) of a signed head whose signature verifies with the given public key."""
     from ledger.audit.signed_head import SignedHeadError, open_signed_tree_head
-    from ledger.cli.transparency_commands import load_verifier_key
+    from ledger.cli.transparency_commands import _read, load_verifier_key
 
     if not (args.trusted_head and args.key):
         raise CommandError("--trusted-head FILE needs --key PUB (the public key that signed it), and --key a head")
     key = load_verifier_key(args.key)
+    note = _read(args.trusted_head, "signed head")
     try:
-        note = Path(args.trusted_head).read_text(encoding="utf-8")
         checkpoint = open_signed_tree_head(note, key)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CommandError(f"{args.trusted_head}: cannot read the signed head: {exc}") from None
     except SignedHeadError as exc:
         raise CommandError(f"{args.trusted_head}: {exc}", 4) from None
     return checkpoint.root_hex, checkpoint.size
@@ -241,8 +239,9 @@ def cmd_query(args: argparse.Namespace) -> int:
             raise CommandError(f"refused: {exc}", EXIT_REFUSED) from None
         except QueryTimeout as exc:
             raise CommandError(str(exc)) from None
-        except Exception as exc:  # SQL errors are the user's input
-            raise CommandError(f"query failed: {str(exc).splitlines()[0]}") from None
+        except Exception as exc:  # SQL errors are the user's input: the driver's first line, not SQLAlchemy's wrapper
+            reason = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise CommandError(f"query failed: {reason}") from None
     frame = result.to_dataframe()
     if args.format == "csv":
         sys.stdout.write(frame.to_csv(index=False))

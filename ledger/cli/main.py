@@ -15,9 +15,12 @@ The parser and `main` live here; the handlers in ``protocol_commands`` and
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
+from pathlib import Path
 
-from ledger.cli.common import EXIT_BAD_INPUT, EXIT_OK, EXIT_REFUSED, CommandError, err, out
+from ledger.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_REFUSED, CommandError, err, out
 from ledger.cli.compare_commands import add_parsers as add_compare_parsers
 from ledger.cli.harness_command import add_parser as add_harness_parser
 from ledger.cli.ledger_commands import (
@@ -501,15 +504,26 @@ def main(argv: list[str] | None = None) -> int:
         err.print(str(exc), markup=False)
         return exc.code
     except Exception as exc:  # the store's own refusals (lineage, preregistration) are exit 3
+        from ledger.inputs import InputFileError
         from ledger.store import DatabaseUnavailable, LineageRefused, PreregistrationRequired
+        from ledger.store.artifacts import ArtifactOutsideRoot
 
-        if isinstance(exc, (LineageRefused, PreregistrationRequired)):
+        if isinstance(exc, (LineageRefused, PreregistrationRequired, ArtifactOutsideRoot)):
             err.print(f"refused: {exc}", markup=False)
             return EXIT_REFUSED
-        if isinstance(exc, DatabaseUnavailable):  # a bad --db URL, a missing driver, no server: one line
+        if isinstance(exc, (DatabaseUnavailable, InputFileError)):  # a bad --db URL, no server, an unreadable file
             err.print(f"error: {exc}", markup=False)
             return EXIT_BAD_INPUT
-        raise
+        if os.environ.get("LEDGER_DEBUG"):
+            raise
+        # a failure no check foresaw: one line and its own exit code, the traceback on request
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        err.print(
+            f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} "
+            f"(at {Path(where.filename).name}:{where.lineno}; LEDGER_DEBUG=1 shows the traceback; please report it)",
+            markup=False,
+        )
+        return EXIT_INTERNAL
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130

@@ -11,15 +11,19 @@ import sys
 from pathlib import Path
 
 from ledger.cli.common import EXIT_OK, CommandError, _store, out
+from ledger.inputs import MAX_DOCUMENT_BYTES, MAX_NOTE_BYTES
 
 SIGNING_KEY_ENV = "LEDGER_SIGNING_KEY"
 
 
-def _read(path: str, what: str) -> str:
+def _read(path: str, what: str, limit: int = MAX_NOTE_BYTES) -> str:
+    """A key, signed head or proof file: a regular file within its budget, or one line saying why not."""
+    from ledger.inputs import InputFileError, read_text
+
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CommandError(f"{path}: cannot read the {what}: {exc.__class__.__name__}: {exc}") from None
+        return read_text(path, what, limit)
+    except InputFileError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def load_signing_key(path: str):
@@ -120,9 +124,13 @@ def cmd_verify_proof(args: argparse.Namespace) -> int:
     from ledger.audit.proofs import ProofError, check_proof
 
     try:
-        document = json.loads(_read(args.proof, "proof"))
+        document = json.loads(_read(args.proof, "proof", MAX_DOCUMENT_BYTES))
     except json.JSONDecodeError as exc:
         raise CommandError(f"{args.proof}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    except RecursionError:
+        raise CommandError(f"{args.proof}: not JSON (nested too deeply)") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise CommandError(f"{args.proof}: not JSON ({str(exc).splitlines()[0]})") from None
     key = load_verifier_key(args.key) if args.key else None
     signed = _read(args.head, "signed head") if args.head else None
     if key is None and (signed is not None or (isinstance(document, dict) and "signed_head" in document)):

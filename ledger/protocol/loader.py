@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ledger.inputs import MAX_STRING_CHARS, InputFileError, read_text
 from ledger.protocol.protocol import Protocol
 
 
@@ -96,9 +97,21 @@ def _reject_duplicate_keys(node: yaml.Node, file: str, budget: list[int] | None 
                 )
             ]
         )
+    if isinstance(node, yaml.ScalarNode) and len(node.value) > MAX_STRING_CHARS:
+        raise ProtocolError(
+            [
+                ProtocolIssue(
+                    file,
+                    node.start_mark.line + 1,
+                    "",
+                    f"a value of {len(node.value):,} characters, past the budget of {MAX_STRING_CHARS:,} for one string",
+                )
+            ]
+        )
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
+            _reject_duplicate_keys(key_node, file, budget)
             key = key_node.value
             if key in seen:
                 raise ProtocolError(
@@ -130,20 +143,11 @@ def parse_protocol(text: str, file: str = "<string>") -> Protocol:
 
 def load_model_file(path: str | Path, model: type[BaseModel], what: str) -> Any:
     """Any strict YAML document (protocol, claim file, release mapping) with located errors."""
-    path = Path(path)
     file = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ProtocolError([ProtocolIssue(file, None, "", "file not found")]) from None
-    except IsADirectoryError:
-        raise ProtocolError([ProtocolIssue(file, None, "", f"is a directory, not a {what} file")]) from None
-    except UnicodeDecodeError as exc:
-        raise ProtocolError(
-            [ProtocolIssue(file, None, "", f"not UTF-8 text ({exc.reason} at byte {exc.start})")]
-        ) from None
-    except OSError as exc:
-        raise ProtocolError([ProtocolIssue(file, None, "", f"cannot read: {exc.strerror}")]) from None
+        text = read_text(path, what)
+    except InputFileError as exc:
+        raise ProtocolError([ProtocolIssue(file, None, "", str(exc).removeprefix(f"{file}: "))]) from None
     return parse_model_text(text, file, model, what)
 
 
@@ -236,5 +240,5 @@ def _data_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
 
 def locate(file: str | Path, problems: list[tuple[tuple[Any, ...], str]]) -> list[ProtocolIssue]:
     """``(path, message)`` problems found after loading, as issues with the YAML line of each path."""
-    document = _Document(Path(file).read_text(encoding="utf-8"), str(file))
+    document = _Document(read_text(file, "protocol"), str(file))
     return [_issue(document, path, message) for path, message in problems]

@@ -18,6 +18,7 @@ from pathlib import Path
 from string import Template
 
 from ledger.canonical import sha256_file
+from ledger.inputs import InputFileError, read_text
 from ledger.protocol.bases import cached_snapshot, gguf_header, is_hub_id, package_file
 
 TEMPLATES = {
@@ -93,9 +94,11 @@ def _relative(path: Path, protocol_dir: Path) -> str:
 
 def _folder_facts(path: Path, source: str, config_path: Path) -> ModelFacts:
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        config = json.loads(read_text(config_path, "model config"))
+    except (InputFileError, ValueError, RecursionError) as exc:
         raise StarterError(f"{config_path}: not a readable JSON config ({exc})") from None
+    if not isinstance(config, dict):
+        raise StarterError(f"{config_path}: not a model config (a JSON object expected)")
     architecture = str(config.get("model_type", ""))
     _supported(architecture, config_path)
     layers = config.get("num_hidden_layers")
@@ -108,8 +111,10 @@ def _folder_facts(path: Path, source: str, config_path: Path) -> ModelFacts:
     template = (path / "chat_template.jinja").is_file()
     if tokenizer_config.is_file():
         try:
-            template = template or bool(json.loads(tokenizer_config.read_text(encoding="utf-8")).get("chat_template"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            template = template or bool(
+                json.loads(read_text(tokenizer_config, "tokenizer config")).get("chat_template")
+            )
+        except (InputFileError, ValueError, RecursionError, AttributeError):
             pass
     dtype = _DTYPES.get(str(config.get("torch_dtype") or config.get("dtype") or "float32"), "float32")
     return ModelFacts(

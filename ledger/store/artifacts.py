@@ -25,6 +25,11 @@ class ArtifactsRefused(StoreError):
     """An ``--artifacts`` location no registered kind can open."""
 
 
+class ArtifactOutsideRoot(StoreError):
+    """A recorded artifact location that is absolute or leads outside the store's roots (a symlink included): a
+    ledger's row may not make verify open a file elsewhere on the machine."""
+
+
 class ArtifactStore(ABC):
     """The checkpoint files of one ledger: written to one place, searched in every place it was given."""
 
@@ -42,7 +47,8 @@ class ArtifactStore(ABC):
 
     @abstractmethod
     def locate(self, recorded: str | None, sha256: str) -> Path | None:
-        """A local file holding the recorded artifact, or None when the store does not have it."""
+        """A local file holding the recorded artifact, or None when the store does not have it. Raises
+        ``ArtifactOutsideRoot``, having opened nothing, for a location that leads outside the store."""
 
     @abstractmethod
     def searched(self) -> str:

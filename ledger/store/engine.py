@@ -130,20 +130,22 @@ def make_engine(url: str | None = None, *, read_only: bool = False, **kwargs) ->
     """Create an engine for ``url`` (default ``default_db_url()``) with the ledger's SQLite or PostgreSQL settings.
 
     Nothing is connected yet (``check_connection`` does); a URL that cannot be used at all
-    raises ``DatabaseUnavailable``. ``read_only`` leaves a SQLite file's journal mode as it is
-    and sets ``query_only`` (a rollback-journal file is opened ``mode=ro``: not a byte of it
-    changes); PostgreSQL sessions get ``default_transaction_read_only``.
+    raises ``DatabaseUnavailable``. ``read_only`` opens a SQLite file ``mode=ro`` (``immutable`` where it is in
+    WAL mode with no writer), leaves its journal mode as it is and sets ``query_only``: not a byte of the folder
+    changes; PostgreSQL sessions get ``default_transaction_read_only``.
     """
     url = normalize_url(url) if url is not None else default_db_url()
     if is_sqlite(url):
         path = _sqlite_file(url)
         target: str | URL = url
-        if read_only and path is not None and not _is_wal_file(path):
-            # mode=ro on a WAL file would leave -wal and -shm files behind (a read-only connection
-            # cannot remove them); there a plain connection, query_only, removes them at close
-            target = URL.create(
-                "sqlite", database=f"file:{quote(str(path.resolve()))}", query={"mode": "ro", "uri": "true"}
-            )
+        if read_only and path is not None:
+            # Read-only opens the file read-only and creates nothing beside it. A WAL-mode file with no -wal
+            # beside it has no writer and nothing unmerged: immutable (no lock, no -shm). With a -wal there
+            # (a run writing now) mode=ro reads through the writer's -wal and -shm, which already exist.
+            query = {"mode": "ro", "uri": "true"}
+            if _is_wal_file(path) and not Path(f"{path}-wal").exists():
+                query["immutable"] = "1"
+            target = URL.create("sqlite", database=f"file:{quote(str(path.resolve()))}", query=query)
         elif not read_only and path is not None and path.parent and not path.parent.exists():
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)

@@ -108,10 +108,10 @@ def verify_consistency(
     path = [_b(p) for p in proof]
     if old_size < 0 or new_size < 0 or old_size > new_size:
         return False
+    if old_size == 0:  # RFC 9162 proves 0 < m <= n only; Go's tlog.CheckTree refuses a tree of 0 too
+        return False
     if old_size == new_size:
         return not path and first == second
-    if old_size == 0:
-        return not path and first == EMPTY_ROOT
     if not path:
         return False
     # 1. If first is an exact power of 2, prepend first_hash to the path.

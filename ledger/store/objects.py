@@ -9,8 +9,9 @@ verifiable: the path is resolved against wherever the root is now.
 * ``LocalObjects.put(tmp)`` hashes a finished temporary file and moves it into place
   (atomic rename; a file already there with that name is by construction the same bytes);
 * ``LocalObjects.adopt(file)`` links (or copies) a file from elsewhere in -- a base's weights;
-* ``LocalObjects.locate(recorded, sha)`` finds a recorded file: the recorded path (absolute,
-  or relative to each root searched), then by content name in each root's ``objects/``.
+* ``LocalObjects.locate(recorded, sha)`` finds a recorded file: the recorded path (relative to each root
+  searched, or absolute), then by content name in each root's ``objects/``. A path that leads outside every root
+  once resolved (``..``, an absolute path elsewhere, a symlink) is ``ArtifactOutsideRoot``: nothing there is opened.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from ledger.canonical import sha256_file
-from ledger.store.artifacts import ArtifactStore
+from ledger.store.artifacts import ArtifactOutsideRoot, ArtifactStore
 
 OBJECTS = "objects/sha256"
 ENV_VAR = "LEDGER_ARTIFACTS"
@@ -105,14 +106,29 @@ class LocalObjects(ArtifactStore):
 
 
 def locate(recorded: str | None, sha256: str, roots: Iterable[Path]) -> Path | None:
-    """The file of a recorded artifact, or None when it is in none of the places searched."""
+    """The file of a recorded artifact, or None when it is in none of the places searched. A recorded path is
+    taken relative to each root (or as it is, if absolute) and must stay inside a root once resolved, links
+    followed: one that leads elsewhere raises ``ArtifactOutsideRoot`` before anything is opened."""
     roots = list(roots)
+    resolved_roots = [root.resolve() for root in roots]
     candidates: list[Path] = []
     if recorded:
         path = Path(recorded)
-        candidates += [path] if path.is_absolute() else [root / path for root in roots]
+        named = [path] if path.is_absolute() else [root / path for root in roots]
+        for candidate in named:
+            if not any(candidate.resolve().is_relative_to(root) for root in resolved_roots):
+                raise ArtifactOutsideRoot(
+                    f"the recorded path {recorded} leads to {candidate.resolve()}, outside the artifacts root "
+                    f"({', '.join(str(root) for root in roots)}): not opened"
+                )
+        candidates += named
     for root in roots:
-        candidates += [root / object_path(sha256), root / "sha256" / sha256[:2] / sha256]
+        for candidate in (root / object_path(sha256), root / "sha256" / sha256[:2] / sha256):
+            if candidate.is_file() and not candidate.resolve().is_relative_to(root.resolve()):
+                raise ArtifactOutsideRoot(
+                    f"{candidate} is a link to {candidate.resolve()}, outside the artifacts root {root}: not opened"
+                )
+            candidates.append(candidate)
     for candidate in candidates:
         if candidate.is_file():
             return candidate

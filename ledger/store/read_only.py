@@ -261,8 +261,10 @@ class ReadOnlySQL:
             with conn.begin():
                 return _result(_execute(conn, sql, params))
         except Exception as exc:
-            if "not authorized" in str(exc) or "readonly" in str(exc).lower():
-                raise ReadOnlyViolation(f"read-only query refused by the database: {exc}") from exc
+            # the driver's own first line: SQLAlchemy's wrapper adds the statement and a link to its docs
+            reason = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+            if "not authorized" in reason or "readonly" in reason.lower():
+                raise ReadOnlyViolation(f"read-only query refused by the database: {reason}") from exc
             if timeout_s is not None and "interrupted" in str(exc):
                 raise _timed_out(timeout_s) from exc
             raise

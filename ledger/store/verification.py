@@ -140,6 +140,14 @@ class ChainVerification:
                 (),
                 f"the log has {new_size} entries, fewer than the {old_size} of the earlier head: history was removed",
             )
+        if old_size == 0:  # no consistency proof starts from the empty log (RFC 9162): its root is all there is
+            ok = old_root == merkle.EMPTY_ROOT.hex()
+            message = (
+                f"consistent: the earlier head is the empty log, and the log has {new_size} entries now"
+                if ok
+                else f"INCONSISTENT: a head of 0 entries must have the empty root {merkle.EMPTY_ROOT.hex()}, not {old_root}"
+            )
+            return ConsistencyReport(ok, old_root, old_size, new_root, new_size, (), message)
         proof = merkle.consistency_proof(leaves, old_size, new_size)
         ok = merkle.verify_consistency(old_root, old_size, new_root, new_size, proof)
         if ok:

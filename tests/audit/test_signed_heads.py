@@ -136,8 +136,9 @@ def test_inclusion_proofs_of_every_entry_at_several_tree_sizes(tmp_path):
 def test_consistency_edge_cases_follow_rfc_9162():
     leaves = [merkle.leaf_hash(bytes([i])) for i in range(9)]
     root = merkle.merkle_root(leaves)
-    assert merkle.verify_consistency(merkle.EMPTY_ROOT, 0, root, 9, [])  # every log extends the empty one
-    assert not merkle.verify_consistency(merkle.EMPTY_ROOT, 0, root, 9, [root])  # ... with an empty proof only
+    # RFC 9162 proves consistency for 0 < m < n only, and Go's tlog.CheckTree refuses a tree of 0: so do we
+    assert not merkle.verify_consistency(merkle.EMPTY_ROOT, 0, root, 9, [])
+    assert not merkle.verify_consistency(merkle.EMPTY_ROOT, 0, root, 9, [root])
     assert merkle.consistency_proof(leaves, 0) == [] and merkle.consistency_proof(leaves, 9) == []
     assert merkle.verify_consistency(root, 9, root, 9, []) and not merkle.verify_consistency(root, 9, root, 9, [root])
     assert not merkle.verify_consistency(root, 9, root, 8, [])  # a smaller new tree

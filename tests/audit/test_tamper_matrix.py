@@ -304,3 +304,40 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(ledger, case, capsys):
     assert sorted(path.relative_to(ledger) for path in ledger.rglob("*")) == before
     assert (ledger / "ledger.db").read_bytes() == database
     assert not Path("/missing").exists()
+
+
+# issue 40: a checkpoint row whose path leads outside the artifacts root. The target outside is a FIFO: had
+# verify opened it to hash it, it would wait for a writer forever (the subprocess's timeout), so a prompt
+# "tampered" shows it was never opened.
+ESCAPES: dict[str, Callable[[Path, Path], str]] = {
+    "an absolute path elsewhere": lambda ledger, outside: str(outside),
+    "a relative path climbing out": lambda ledger, outside: os.path.relpath(outside, ledger),
+    "a link inside the root to a file outside": lambda ledger, outside: _link(ledger, outside),
+}
+
+
+def _link(ledger: Path, outside: Path) -> str:
+    (ledger / "escape.safetensors").symlink_to(outside)
+    return "escape.safetensors"
+
+
+@pytest.mark.parametrize("case", list(ESCAPES))
+def test_a_checkpoint_path_outside_the_artifacts_root_is_tampered_and_never_opened(ledger, tmp_path, case):
+    import subprocess
+    import sys
+
+    outside = tmp_path / "elsewhere" / "secret"
+    outside.parent.mkdir()
+    os.mkfifo(outside)
+    recorded = ESCAPES[case](ledger, outside)
+    _edit(ledger, lambda c: c.execute("UPDATE checkpoints SET path = ? WHERE arm = 'A'", (recorded,)))
+    done = subprocess.run(
+        [sys.executable, "-m", "ledger", "verify", "claims.yaml", "--db", f"sqlite:///{ledger / 'ledger.db'}"],
+        capture_output=True,
+        text=True,
+        cwd=ledger,
+        timeout=120,
+    )
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "outside the artifacts root" in done.stdout + done.stderr and "not opened" in done.stdout + done.stderr
+    assert "Traceback" not in done.stderr

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.canonical import sha256_file
+from ledger.inputs import MAX_DATA_BYTES, InputFileError, read_text
 from ledger.protocol.common import local_path
 from ledger.rows.manifest import Row
 
@@ -81,7 +82,11 @@ def generate_choice_file(
     rows: list[Row] = []
     given: list[tuple[str, int]] = []  # each row's id as the file gives it, and its line
     seen: set[str] = set()
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = read_text(file, "questions", MAX_DATA_BYTES)
+    except InputFileError as exc:
+        raise ChoiceFileError(str(exc)) from None
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         if limit is not None and len(rows) >= limit:
@@ -91,6 +96,8 @@ def generate_choice_file(
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ChoiceFileError(f"{where}: not valid JSON ({exc.msg})") from None
+        except (RecursionError, ValueError) as exc:  # nested too deeply; an integer past the digit limit
+            raise ChoiceFileError(f"{where}: not usable JSON ({type(exc).__name__})") from None
         if not isinstance(record, dict):
             raise ChoiceFileError(f"{where}: a JSON object expected")
         question, texts, labels = _options(record, where)

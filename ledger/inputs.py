@@ -1,0 +1,69 @@
+"""Reading a file a user names: a regular file, within a size budget, or one line saying why not.
+
+A FIFO, a device or a socket given where a protocol, claim file, proof, head or key is expected would block a
+plain ``open`` forever (or read without end); a 50 MB "protocol" would be parsed, printed and stored. Every file
+argument is read here: ``stat`` first, refused unless it is a regular file, then opened without blocking and read
+up to its budget.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+# The budgets: the committed protocols and claim files are 4-15 KB, their longest string about 1,200 characters.
+MAX_DOCUMENT_BYTES = 1 << 20  # a protocol, claim file, release mapping or proof file
+MAX_NOTE_BYTES = 64 << 10  # a signed tree head or a public key
+MAX_STRING_CHARS = 16 << 10  # any one string of a protocol or claim file (a description, a statement)
+MAX_DATA_BYTES = 1 << 30  # a data file: released rows (after decompression), a benchmark's questions
+
+
+class InputFileError(ValueError):
+    """A named file that cannot be read as asked; the message names the file and the reason."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def read_bytes(path: str | os.PathLike, what: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``limit`` bytes; ``InputFileError`` otherwise."""
+    name = str(path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InputFileError(f"{name}: file not found") from None
+    except OSError as error:
+        raise InputFileError(f"{name}: cannot read: {error.strerror or error}") from None
+    if not stat.S_ISREG(mode):
+        raise InputFileError(f"{name}: is {_kind(mode)}, not a {what} file")
+    try:
+        # O_NONBLOCK: should the path be swapped for a FIFO after the stat, the open does not wait for a writer
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        raise InputFileError(f"{name}: cannot read: {error.strerror or error}") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise InputFileError(f"{name}: is not a regular file, not a {what} file")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise InputFileError(f"{name}: larger than the {limit:,}-byte budget of a {what} file: refused")
+    return data
+
+
+def read_text(path: str | os.PathLike, what: str, limit: int = MAX_DOCUMENT_BYTES) -> str:
+    """``read_bytes`` decoded as UTF-8; a file that is not UTF-8 is an ``InputFileError`` naming the byte."""
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputFileError(f"{Path(path)}: not UTF-8 text ({error.reason} at byte {error.start})") from None
