@@ -57,7 +57,9 @@ def _structural(rng: random.Random, data: bytes) -> bytes:
     if choice == 6:
         return b'{"leaf_index": ' + b"9" * 100_000 + b"}"  # past Python's integer-digit limit
     if choice == 7:
-        return b"a: &a [x, x]\n" + b"".join(b"%c: &%c [*%c, *%c]\n" % (98 + i, 98 + i, 97 + i, 97 + i) for i in range(20))
+        return b"a: &a [x, x]\n" + b"".join(
+            b"%c: &%c [*%c, *%c]\n" % (98 + i, 98 + i, 97 + i, 97 + i) for i in range(20)
+        )
     if choice == 8:
         return data.replace(b"\n", b"\r\n")
     if choice == 9:
@@ -98,7 +100,16 @@ def seeds(tmp_path_factory) -> dict[str, tuple[bytes, Callable[[Path, Path], lis
         "proof": (proof.encode(), lambda file, tmp: ["verify-proof", str(file), "--key", str(public)]),
         "signed head": (
             head.encode(),
-            lambda file, tmp: ["verify", str(ROOT / "claims" / "smoke.yaml"), "--db", url, "--trusted-head", str(file), "--key", str(public)],
+            lambda file, tmp: [
+                "verify",
+                str(ROOT / "claims" / "smoke.yaml"),
+                "--db",
+                url,
+                "--trusted-head",
+                str(file),
+                "--key",
+                str(public),
+            ],
         ),
         "public key": (
             public.read_bytes(),

@@ -2,9 +2,10 @@
 
 Problems, not bytes: two rows pose the same problem when they share a contamination key
 (``ledger.rows.contamination``: a rule-chasing row's table and start, whatever its surface, id or
-depth, since the answer at every depth follows from them; the prompt text otherwise). So the same
-tables and starts rendered in another surface, or re-generated into a manifest of other bytes, are
-the same problems.
+depth, since the answer at every depth follows from them; an arithmetic question's operation and operands,
+whatever its options; a multiple-choice question's stem and its options as a set; the prompt text otherwise).
+So the same tables and starts rendered in another surface, the same question with its options reshuffled, or
+rows re-generated into a manifest of other bytes, are the same problems.
 
 The rules, checked at every registration and at the start of every run:
 
@@ -14,7 +15,8 @@ development rows. Other ledgers (``also``: a team's tuning ledgers, ``--also-db`
 
 1. **A confirmatory protocol registers only fresh evaluation rows**: no run of any other protocol
    (whatever its ``purpose`` says; an imported release included) and no run of an exploratory
-   version of the same protocol has evidence on one of their problems. Earlier confirmatory versions
+   version of the same protocol has evidence on one of their problems, and no such protocol registered them
+   as its training or development rows (it may train or tune on them without leaving evidence). Earlier confirmatory versions
    of the same protocol are its own history (their deviations are recorded and shown with it).
 2. **An exploratory protocol reads no registered confirmatory protocol's evaluation problem**: refused
    at its registration, and again when it runs (a confirmatory protocol may have registered in between).
@@ -51,6 +53,7 @@ class ReadProblem:
     protocol_name: str
     purpose: str
     row_id: str
+    how: str = "already read"  # or "trains or tunes on": a registered training or development row
 
 
 def _purpose(protocol: RegisteredProtocol) -> str:
@@ -94,6 +97,24 @@ def problems_read(store: Store, *, skip: Iterable[str] = ()) -> dict[str, ReadPr
     return found
 
 
+def problems_trained(store: Store, *, skip: Iterable[str] = ()) -> dict[str, ReadProblem]:
+    """problem key -> the first registered training or development row posing it, over every protocol version not
+    in ``skip``: a protocol trains or tunes on those rows whether or not a run records evidence on them."""
+    skipped = set(skip)
+    keys = _ManifestKeys(store)
+    found: dict[str, ReadProblem] = {}
+    for protocol in store.protocols(release=False):
+        if protocol.sha256 in skipped:
+            continue
+        roles = {spec.get("id"): spec.get("role") for spec in (protocol.document() or {}).get("manifests") or []}
+        for manifest in store.manifests_of([protocol.sha256]):
+            if roles.get(manifest.name) not in ("train", "dev"):
+                continue
+            for row_id, key in keys.of(manifest.sha256).items():
+                found.setdefault(key, ReadProblem(protocol.name, _purpose(protocol), row_id, "trains or tunes on"))
+    return found
+
+
 def _own_history(store: Store, protocol: Protocol) -> set[str]:
     """This confirmatory protocol and its earlier confirmatory versions: their runs are its own record."""
     versions = store.protocols(name=protocol.name, release=False)
@@ -127,16 +148,21 @@ def refuse_read_evaluation(
         return
     read: dict[str, ReadProblem] = {}
     for ledger in (*also, store):
-        read.update(problems_read(ledger, skip=_own_history(ledger, protocol)))
+        own = _own_history(ledger, protocol)
+        read.update(problems_read(ledger, skip=own))
+        for key, trained in problems_trained(ledger, skip=own).items():
+            read.setdefault(key, trained)
     for manifest_id in frozen:
-        hits = [(row, read[key]) for row in manifests[manifest_id].rows if (key := problem_key(row)) in read]
+        hits = [(row, key) for row in manifests[manifest_id].rows if (key := problem_key(row)) in read]
         if hits:
-            row, first = hits[0]
+            row, key = hits[0]
+            first = read[key]
+            problems = len({key for _, key in hits})
             raise PeekingRefused(
                 f"evaluation manifest {manifest_id!r} of {protocol.name!r} is not fresh: {len(hits)} of its rows pose "
-                f"problems that {first.purpose} protocol {first.protocol_name!r} already read (e.g. {row.row_id} "
-                f"as {first.row_id}: same table and start, or same prompt); choose a new seed or split for the "
-                "frozen evaluation"
+                f"{problems} problem{'s' * (problems != 1)} that {first.purpose} protocol {first.protocol_name!r} "
+                f"{first.how} (e.g. {row.row_id} as {first.row_id}: same table and start, same question, or same "
+                "prompt); choose a new seed or split for the frozen evaluation"
             )
 
 

@@ -1,9 +1,12 @@
 """Train/eval contamination: no evaluation problem may appear in training data.
 
-Two rule-chasing rows pose the same problem when they share ``Row.table_key()`` (the
-canonical table and the start), whatever their ids, surfaces or depths: the answer at
-every depth follows from (table, start). Rows without a table (e.g. arithmetic) are
-compared by their prompt text instead.
+A row's problem is what it asks, not how it is rendered:
+
+* a rule-chasing row: ``Row.table_key()`` (the canonical table and the start), whatever its id, surface or
+  depth: the answer at every depth follows from (table, start);
+* a question with an operation and operands (arithmetic): those, whatever its options, their order or letters;
+* a multiple-choice question: its stem and its options as a set, whatever their order or letters;
+* any other row: its prompt text.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
+from ledger.canonical import canonical_json
 from ledger.rows.manifest import Manifest, Row
 
 __all__ = ["ContaminationError", "check_contamination", "contamination_key", "find_contamination"]
@@ -39,11 +43,27 @@ class ContaminationError(ValueError):
 
 
 def contamination_key(row: Row) -> tuple:
-    """``("table", table, start)`` for table rows, ``("prompt", task, prompt)`` otherwise."""
+    """The problem a row poses: ``("table", table, start)``, ``("operation", task, op, operands)``,
+    ``("choice", task, stem, sorted options)`` or ``("prompt", task, prompt)``."""
     key = row.table_key()
     if key is not None:
         return ("table", *key)
+    if "op" in row.meta and "operands" in row.meta:
+        return ("operation", row.task, str(row.meta["op"]), canonical_json(row.meta["operands"]))
+    if row.choices:
+        stem = row.meta.get("question")
+        if not isinstance(stem, str):
+            stem = _without_options(row.prompt, row.choices)
+        return ("choice", row.task, stem, canonical_json(sorted(row.choices.values())))
     return ("prompt", row.task, row.prompt)
+
+
+def _without_options(prompt: str, choices: Mapping[str, str]) -> str:
+    """The prompt with its option lines ("B. 58") taken out: the question, whatever the options' order."""
+    options = {f"{label}. {text}" for label, text in choices.items()} | {
+        f"{label}) {text}" for label, text in choices.items()
+    }
+    return "\n".join(line for line in prompt.split("\n") if line.strip() not in options)
 
 
 Rows = Manifest | Iterable[Row] | Iterable[Manifest]

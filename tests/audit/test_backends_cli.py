@@ -46,6 +46,9 @@ def _session(folder: Path, db: str, capsys, monkeypatch) -> list[tuple[str, int,
     """(command, exit code, output) of one session against ``db``, run in ``folder``."""
     folder.mkdir()
     monkeypatch.chdir(folder)
+    # the checkpoint files lie in the session's folder: its artifacts root on both backends (a server database has
+    # no folder of its own, and a recorded path outside the root is never opened)
+    monkeypatch.setenv("LEDGER_ARTIFACTS", str(folder))
     (folder / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
     (folder / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
     seen: list[tuple[str, int, str]] = []

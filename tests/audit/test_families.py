@@ -57,7 +57,7 @@ def test_no_outcome_is_recorded_until_every_member_is_measured(tmp_path, monkeyp
 
     code, report = verify_json(db, "claims.yaml", "--record", capsys=capsys)
     claims = by_id(report)
-    assert code == 1 and {claim["outcome"] for claim in claims.values()} == {"unverifiable"}
+    assert code == 5 and {claim["outcome"] for claim in claims.values()} == {"unverifiable"}
     assert "judged only when all 2 members are measured" in claims["A_beats_B"]["reason"]
     with open_store(db, read_only=True) as store:
         assert store.query("SELECT COUNT(*) AS n FROM claim_outcomes").records() == [{"n": 0}]

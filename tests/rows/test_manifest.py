@@ -165,7 +165,22 @@ def test_disjoint_seeds_are_clean():
     assert find_contamination(_rows(1, split="train"), _rows(2)) == []
     assert find_contamination(_rows(1), _rows(2)) == []
     check_contamination({"train": _rows(1, split="train"), "eval": _rows(1), "tail": _rows(9, depth_range=(11, 14))})
-    check_contamination({"tier1": generate("arithmetic", seed=0), "train": generate("arithmetic", seed=1)})
+
+
+def test_arithmetic_seeds_share_the_questions_their_small_operand_ranges_repeat():
+    """A question is its operation and operands, whatever its options: seeds 0 and 1 draw some of the same
+    products and quotients (2-12 each way), so a Tier-1 guardrail on one is contaminated by training on the other."""
+    tier1, train = generate("arithmetic", seed=0), generate("arithmetic", seed=1)
+    expected = [
+        (t.row_id, e.row_id)
+        for e in tier1
+        for t in train
+        if (t.meta["op"], t.meta["operands"]) == (e.meta["op"], e.meta["operands"])
+    ]
+    assert expected and all(tier1_id.split("_")[1] in ("mul", "div", "sub", "add") for tier1_id, _ in expected)
+    with pytest.raises(ContaminationError) as info:
+        check_contamination({"tier1": tier1, "train": train})
+    assert sorted((pair[1], pair[3]) for pair in info.value.pairs) == sorted(expected)
 
 
 def test_contamination_error_lists_at_most_ten_pairs_and_the_count():
