@@ -47,6 +47,8 @@ class ClaimVerdict:
     # an arm that learnt nothing would support it and no precondition shows acquisition (ledger.judge.acquisition)
     vacuous_risk: bool = False
     paper: dict[str, Any] | None = None  # the paper's finding it replicates: {outcome, figure, where}
+    # judgeable, no first outcome, and the ledger shows one was written (a truncated chain?): not "(new)"
+    first_outcome_missing: bool = False
 
     @property
     def replicates(self) -> bool | None:
@@ -75,6 +77,7 @@ class ClaimVerdict:
             "ok": self.ok,
             **({"paper": self.paper, "replicates_paper": self.replicates} if self.paper is not None else {}),
             **({"vacuous_risk": True} if self.vacuous_risk else {}),
+            **({"first_outcome_missing": True} if self.first_outcome_missing else {}),
         }
 
 

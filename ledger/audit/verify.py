@@ -185,6 +185,26 @@ class _Scope:
     external: bool
     problems: list[Finding] = field(default_factory=list)
     deviations: list[RecordedDeviation] = field(default_factory=list)
+    claim_keys: tuple[str, ...] = ()  # the file's claims, as the ledger keys them
+    _tested: set[str] | None = None
+    _recorded: set[str] = field(default_factory=set)
+
+    def missing_first_outcome(self, store: Store, key: str) -> str | None:
+        """Why a judgeable claim without a first outcome looks like a chain that ends early (None: it may simply
+        not have been judged yet). Only a trusted head proves a truncation; this is what the ledger itself knows."""
+        if self._tested is None:
+            keys = set(self.claim_keys)
+            self._tested = {str(row["claim_id"]) for row in store.rows_of("stat_tests") if row["claim_id"] in keys}
+            self._recorded = {other for other in keys if store.first_outcome(other) is not None}
+        check = "the chain may have been truncated (`verify --trusted-head` against a published head tells)"
+        if key in self._tested:
+            return f"first outcome missing: its statistical test is recorded, and the outcome is written right after it: {check}"
+        if self._recorded:
+            return (
+                f"first outcome missing: {len(self._recorded)} other claim(s) of this file have theirs, which the run "
+                f"records together once the evidence is in, and this one's evidence is in: {check}"
+            )
+        return None
 
 
 def _verify_file(
@@ -196,6 +216,7 @@ def _verify_file(
         scope = _protocol_scope(store, claim_file)
     if isinstance(scope, str):  # nothing of this file is in the ledger: the reason, for every claim
         return [ClaimVerdict(str(path), claim.id, "unverifiable", "unverifiable", scope) for claim in claim_file.claims]
+    scope.claim_keys = tuple(claim_key(claim_file.protocol, claim.id) for claim in claim_file.claims)
     evidence = StoreEvidence(store, scope.protocol_shas)
     results = evaluate_claims(claim_file, evidence)
     verdicts = [
@@ -353,6 +374,11 @@ def _verdict(
     # before B has run) must not fix "unverifiable" as the first outcome that every later verify is held to. A
     # precondition judged and not met is such a result (its own evidence and the precondition's are there).
     settled = result.outcome != "unverifiable" or result.figures.get("preconditions_met") is False
+    if registered is not None and first is None and settled and verdict.integrity == "verified":
+        missing = scope.missing_first_outcome(store, key)
+        if missing:
+            verdict.first_outcome_missing = True
+            verdict.flags.append(missing)
     if (registered is not None or scope.external) and first is None and verdict.integrity == "verified" and settled:
         inputs = tuple(
             {

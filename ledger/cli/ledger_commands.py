@@ -206,7 +206,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             verdict.claim_id,
             Text(verdict.outcome, style=colour),
             verdict.integrity,
-            verdict.first_outcome or "(new)",
+            verdict.first_outcome or ("(missing)" if verdict.first_outcome_missing else "(new)"),
             _paper_cell(verdict),
             detail,
         )

@@ -341,3 +341,42 @@ def test_a_checkpoint_path_outside_the_artifacts_root_is_tampered_and_never_open
     assert done.returncode == 4, done.stdout + done.stderr
     assert "outside the artifacts root" in done.stdout + done.stderr and "not opened" in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _drop_from(connection: sqlite3.Connection, first: int) -> None:
+    """Every chain entry from ``first`` on, and the rows they wrote, gone; the rest re-hashed."""
+    tables = connection.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('chain_entries', 'alembic_version')"
+    ).fetchall()
+    for (table,) in tables:
+        connection.execute(f'DELETE FROM "{table}" WHERE entry_seq >= ?', (first,))
+    connection.execute("DELETE FROM chain_entries WHERE seq >= ?", (first,))
+    _rehash(connection)
+
+
+@pytest.mark.parametrize("cut", ["the last outcome", "the last outcome and its test"])
+def test_a_chain_cut_after_a_claims_test_or_beside_other_outcomes_is_flagged_without_a_trusted_head(
+    ledger, cut, capsys
+):
+    """Truncation cannot be proved without a published head, but the ledger knows a run writes a claim's test and
+    its outcome together, and every judgeable claim of a file at once: such a claim is "(missing)", not "(new)"."""
+    db = f"sqlite:///{ledger / 'ledger.db'}"
+    connection = sqlite3.connect(ledger / "ledger.db")
+    outcome_seq, test_seq = connection.execute(
+        "SELECT o.entry_seq, t.entry_seq FROM claim_outcomes o JOIN stat_tests t ON t.claim_id = o.claim_id "
+        "ORDER BY o.entry_seq DESC LIMIT 1"
+    ).fetchone()
+    connection.close()
+    capsys.readouterr()
+    assert run("verify", "claims.yaml", "--db", db) == 0
+    assert "(missing)" not in capsys.readouterr().out
+    _edit(ledger, lambda c: _drop_from(c, outcome_seq if cut == "the last outcome" else test_seq))
+    capsys.readouterr()
+    code = run("verify", "claims.yaml", "--db", db, "--json")
+    report = json.loads(capsys.readouterr().out)
+    flagged = [claim for claim in report["claims"] if claim.get("first_outcome_missing")]
+    assert code == 0 and len(flagged) == 1, report  # a flag: only a trusted head proves it
+    reason = "its statistical test is recorded" if cut == "the last outcome" else "other claim(s) of this file"
+    assert any(reason in flag for flag in flagged[0]["flags"]), flagged[0]["flags"]
+    assert run("verify", "claims.yaml", "--db", db) == 0
+    assert "(missing)" in capsys.readouterr().out
