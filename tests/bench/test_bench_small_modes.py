@@ -77,3 +77,10 @@ def test_cli_startup_against_this_revision():
 def test_install_time_small_installs_the_lock():
     out = bench("--small", script="install_time.sh").stdout
     assert re.search(r"^lock with uv   small:\s+\S+ s  rc=0$", out, re.M), out
+
+
+def test_check_budget_small_checks_the_maximal_protocol_and_refuses_past_it():
+    out = bench("check_budget.py", "--small").stdout
+    assert re.search(r"^check smoke\.yaml\s+\S+s\s+1\.00$", out, re.M), out
+    assert re.search(r"^check maximal \([\d,]+ bytes\)\s+\S+s\s+\S+$", out, re.M), out
+    assert re.search(r"^check past the budget \(52,\d{3},\d{3} bytes\)\s+\S+s\s+\S+$", out, re.M), out
