@@ -305,7 +305,7 @@ def main() -> None:
     args = parser.parse_args()
     tree = args.tree.resolve()
     here = Path.cwd()
-    print(f"| case | exit | first line said |\n| --- | --- | --- |")
+    print("| case | exit | first line said |\n| --- | --- | --- |")
     for name, case in CASES.items():
         with tempfile.TemporaryDirectory() as temporary, contextlib.redirect_stdout(io.StringIO()):
             try:
