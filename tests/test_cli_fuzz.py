@@ -178,3 +178,11 @@ def test_a_fifo_a_directory_a_device_and_a_file_past_its_budget_are_refused_in_o
         code, err, _ = _run(command(path, tmp_path), capsys)
         lines = err.strip().splitlines()
         assert code == 2 and said in err and len(lines) == 1, (kind, path, code, err)
+
+
+@pytest.mark.parametrize("command", [["head"], ["register", str(ROOT / "protocols" / "smoke.yaml")], ["db", "upgrade"]])
+def test_a_database_url_naming_a_fifo_is_one_line_not_a_hang(command, tmp_path, capsys):
+    fifo = tmp_path / "ledger.db"
+    os.mkfifo(fifo)
+    code, err, _ = _run([*command, "--db", f"sqlite:///{fifo}"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err

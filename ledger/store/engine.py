@@ -118,6 +118,8 @@ def _sqlite_file(url: str) -> Path | None:
 
 def _is_wal_file(path: Path) -> bool:
     """Bytes 18 and 19 of a SQLite header are 2 in WAL mode (1 for a rollback journal)."""
+    if not path.is_file():
+        return False
     try:
         with path.open("rb") as handle:
             header = handle.read(20)
@@ -138,6 +140,8 @@ def make_engine(url: str | None = None, *, read_only: bool = False, **kwargs) ->
     if is_sqlite(url):
         path = _sqlite_file(url)
         target: str | URL = url
+        if path is not None and path.exists() and not path.is_file():  # a FIFO or device would block the open
+            raise DatabaseUnavailable(f"cannot use {display_url(url)}: {path} is not a regular file, not a database")
         if read_only and path is not None:
             # Read-only opens the file read-only and creates nothing beside it. A WAL-mode file with no -wal
             # beside it has no writer and nothing unmerged: immutable (no lock, no -shm). With a -wal there
