@@ -377,3 +377,38 @@ def test_the_tier1_kind_needs_its_pool_and_the_skilled_base_continues_the_8_laye
     recipe = load_recipe(SKILLS_RECIPE)
     source = (ROOT / "bases" / "tiny-base-large-v2" / "SHA256").read_text().split()[0]
     assert recipe.init_from.sha256 == source and recipe.init_from.path == "tiny-base-large-v2"
+
+
+SKILLS_V2_RECIPE = ROOT / "bases" / "tiny-base-skills-v2.recipe.yaml"
+
+
+def test_reverse_tables_grow_in_stages_and_ask_several_starts_each_answered_by_the_inverse():
+    """tiny-base-skills-v2: reverse tables of the stage's sizes (a subset of N16), 3-6 questions each, every answer
+    the symbol that f maps to the start; the held-out rows stay the protocols' N16 rendering, one question."""
+    from arms.bases.corpus import heldout_skills, reverse_symbols_at
+
+    recipe = load_recipe(SKILLS_V2_RECIPE)
+    assert recipe.init_from.sha256 == (ROOT / "bases" / "tiny-base-skills" / "SHA256").read_text().split()[0]
+    for step, (low, high) in ((0, (3, 8)), (1000, (4, 12)), (2000, (6, 16)), (2900, (12, 16))):
+        assert reverse_symbols_at(recipe, step) == (low, high)
+        examples = [
+            e for at in range(step, step + 6) for e in synthetic_corpus(recipe, at) if e.kind.startswith("reverse")
+        ]
+        assert examples
+        for example in examples:
+            table = dict(re.findall(r"^([A-P]) -> ([A-P])$", example.prompt.split("Inverse table:")[0], re.M))
+            assert low <= len(table) <= high and sorted(table.values()) == sorted(table)  # a permutation
+            assert 2 <= len(example.followups) + 1 <= 6 and (example.kind == "reverse_inverse") == (
+                "Inverse table:" in example.prompt
+            )
+            inverse = {value: key for key, value in table.items()}
+            start = re.search(r"Start value: ([A-P])", example.prompt).group(1)
+            assert example.answer == " " + inverse[start]
+            for question, answer in example.followups:
+                asked = re.search(r"Start value: ([A-P])", question).group(1)
+                assert answer == " " + inverse[asked] and "exactly 1 times" in question
+    held_out = heldout_skills(recipe)
+    for kind in ("reverse_inverse", "reverse_forward"):
+        assert all(len(re.findall(r"^[A-P] -> [A-P]$", e.prompt, re.M)) == 16 * (1 + (kind == "reverse_inverse"))
+                   for e, _ in held_out[kind])  # fmt: skip
+        assert all(not e.followups for e, _ in held_out[kind])
