@@ -23,6 +23,7 @@ def _gpu_check(*args: str, timeout: int = 300, wrapped: bool = False) -> subproc
     return subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
 
 
+@pytest.mark.long  # a run of minutes: the long call runs it beside the real-shape dry runs
 def test_cpu_dry_run_measures_every_part_and_passes(tmp_path):
     report_file = tmp_path / "gpu_check.json"
     done = _gpu_check("--device", "cpu", "--small", "--json", str(report_file), wrapped=True)

@@ -106,6 +106,7 @@ def test_check_refuses_what_the_kind_refuses(protocol, tmp_path):
     assert "arm L trains no group 'bridge_p' (its groups: block)" in out  # its own optimiser groups
 
 
+@pytest.mark.long  # a run of minutes: the long call runs it beside the real-shape dry runs
 def test_check_params_dry_run_run_and_verify(protocol, tmp_path):
     checked = run("check", str(protocol))
     assert checked.returncode == 0, checked.stdout + checked.stderr

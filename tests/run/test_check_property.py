@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
@@ -295,6 +296,7 @@ def test_check_passes_implies_a_dry_run_succeeds(document: dict) -> None:
         assert len(done.lines) >= len(document["arms"])
 
 
+@pytest.mark.long  # a run of minutes: the long call runs it beside the real-shape dry runs
 def test_the_drawn_protocols_fall_on_both_sides_of_the_check(tmp_path: Path) -> None:
     """The property means something only if the check both accepts and refuses drawn protocols."""
     from hypothesis import find

@@ -15,6 +15,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 from run_helpers import SMOKE, ledger_cli
 
 from ledger.audit.signed_head import generate_key, open_signed_tree_head
@@ -64,6 +65,7 @@ def run(path: Path, db: str, out: Path, *arms: str):
     )
 
 
+@pytest.mark.long  # a run of minutes: the long call runs it beside the real-shape dry runs
 def test_each_claim_reads_only_its_protocols_evidence_and_nothing_peeks(reference, tmp_path):
     folder = tmp_path / "ledger"
     shutil.copytree(reference[0], folder)
