@@ -8,6 +8,7 @@ up to its budget.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -67,3 +68,18 @@ def read_text(path: str | os.PathLike, what: str, limit: int = MAX_DOCUMENT_BYTE
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise InputFileError(f"{Path(path)}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+
+
+def parse_json(text: str, where: str) -> object:
+    """``json.loads`` of a named file's text; anything unusable is one ``InputFileError`` line naming ``where``.
+
+    Beyond malformed JSON, valid JSON can still not be read: nested past Python's recursion limit, or an
+    integer past its digit limit; both are refused the same way, never a traceback."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputFileError(f"{where}: not valid JSON ({error.msg}, line {error.lineno})") from None
+    except RecursionError:
+        raise InputFileError(f"{where}: not usable JSON (nested too deeply)") from None
+    except ValueError as error:  # an integer past Python's digit limit
+        raise InputFileError(f"{where}: not usable JSON ({str(error).splitlines()[0]})") from None

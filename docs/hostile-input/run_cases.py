@@ -27,6 +27,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from audit.test_peeking_guardrails import CLAIMS as GUARD_CLAIMS  # noqa: E402
 from audit.test_peeking_guardrails import CONFIRMATORY, TUNING, _tuning_reads_the_guard_rows  # noqa: E402
+from audit.test_problem_identity import TRAINER  # noqa: E402
+from audit.test_tamper_matrix import _edit  # noqa: E402
 from audit.test_verify import CLAIMS, PROTOCOL, write_evidence  # noqa: E402
 
 from ledger.audit.proofs import prove  # noqa: E402
@@ -66,19 +68,6 @@ class Case:
         return str(done.returncode), (done.stdout.strip() or done.stderr.strip().splitlines()[-1])[:150]
 
 
-def _tamper(database: Path, change: Callable[[sqlite3.Connection], object]) -> None:
-    """Change the database behind the store's back: the append-only triggers dropped, then put back."""
-    connection = sqlite3.connect(database)
-    triggers = connection.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall()
-    for name, _ in triggers:
-        connection.execute(f'DROP TRIGGER "{name}"')
-    change(connection)
-    for _, sql in triggers:
-        connection.execute(sql)
-    connection.commit()
-    connection.close()
-
-
 def _folder(work: Path, name: str) -> Path:
     folder = work / name
     folder.mkdir()
@@ -112,14 +101,7 @@ def case_training_rows(c: Case) -> tuple[str, str]:
     folder = _folder(c.work, "training")
     os.chdir(folder)
     db = f"sqlite:///{folder / 'ledger.db'}"
-    trainer = (
-        CONFIRMATORY.replace("name: tiny-verify", "name: tiny-trainer")
-        .replace("role: guardrail", "role: train")
-        .replace("claims: [claims.yaml]", "claims: []")
-        .replace("evaluation: {manifests: [eval, guard]}", "evaluation: {manifests: [eval]}")
-        .replace("split: test}", "split: trainertest}")
-    )
-    (folder / "trainer.yaml").write_text(trainer, encoding="utf-8")
+    (folder / "trainer.yaml").write_text(TRAINER, encoding="utf-8")
     assert ledger_here(["register", "trainer.yaml", "--db", db]) == 0
     (folder / "protocol.yaml").write_text(CONFIRMATORY, encoding="utf-8")
     (folder / "claims.yaml").write_text(GUARD_CLAIMS, encoding="utf-8")
@@ -157,7 +139,7 @@ def case_huge_description(c: Case) -> tuple[str, str]:
 
 def _path_case(c: Case, name: str, recorded: str) -> tuple[str, str]:
     folder, db = _verified_ledger(c.work, name)
-    _tamper(folder / "ledger.db", lambda connection: connection.execute(
+    _edit(folder, lambda connection: connection.execute(
         "UPDATE checkpoints SET path = ? WHERE arm = 'A'", (recorded,)
     ))  # fmt: skip
     code, said = c.ledger("verify", "claims.yaml", "--db", db, "--json", cwd=folder)
@@ -268,7 +250,7 @@ def case_truncated_outcome(c: Case) -> tuple[str, str]:
             connection.execute(f'DELETE FROM "{table}" WHERE entry_seq >= ?', (last,))
         connection.execute("DELETE FROM chain_entries WHERE seq >= ?", (last,))
 
-    _tamper(folder / "ledger.db", cut)  # the chain's own hashes stay consistent: the tail is simply gone
+    _edit(folder, cut)  # the chain's own hashes stay consistent: the tail is simply gone
     code, _ = c.ledger("verify", "claims.yaml", "--db", db, cwd=folder)
     env = dict(os.environ, PYTHONPATH=str(c.tree))
     table = subprocess.run(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.environment import recorded_environments
-from ledger.inputs import MAX_DATA_BYTES, InputFileError, read_text
+from ledger.inputs import MAX_DATA_BYTES, InputFileError, parse_json, read_text
 from ledger.store import Store
 
 FORMAT = "ledger-fingerprint/1"
@@ -97,11 +97,9 @@ def load_fingerprint(path: Path) -> dict[str, Any]:
             f"{path}: no {FILE_NAME} here (a run folder holds one; `ledger fingerprint --out` writes one)"
         )
     try:
-        document = json.loads(read_text(file, "fingerprint", MAX_DATA_BYTES))
+        document = parse_json(read_text(file, "fingerprint", MAX_DATA_BYTES), str(file))
     except InputFileError as exc:
         raise FingerprintError(str(exc)) from None
-    except (ValueError, RecursionError) as exc:
-        raise FingerprintError(f"{file}: not a readable JSON document ({exc})") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise FingerprintError(f"{file}: not a ledger fingerprint (expected format {FORMAT!r})")
     if not isinstance(document.get("protocols"), dict):

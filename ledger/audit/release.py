@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import gzip
 import io
-import json
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from ledger.canonical import sha256_file
-from ledger.inputs import MAX_DATA_BYTES, InputFileError, read_bytes
+from ledger.inputs import MAX_DATA_BYTES, InputFileError, parse_json, read_bytes
 from ledger.protocol.common import StrictModel, _located
 from ledger.protocol.loader import load_model_file
 from ledger.reader.shared import read_generated_text_detail, row_symbols
@@ -213,13 +212,9 @@ def read_records(path: Path) -> list[dict]:
 
 def _object(text: str, where: str) -> dict:
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReleaseError(f"{where}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise ReleaseError(f"{where}: not usable JSON (nested too deeply)") from None
-    except ValueError as exc:  # an integer past Python's digit limit
-        raise ReleaseError(f"{where}: not usable JSON ({str(exc).splitlines()[0]})") from None
+        value = parse_json(text, where)
+    except InputFileError as exc:
+        raise ReleaseError(str(exc)) from None
     if not isinstance(value, dict):
         raise ReleaseError(f"{where}: a JSON object expected, got {type(value).__name__}")
     return value

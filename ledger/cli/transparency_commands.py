@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ledger.cli.common import EXIT_OK, CommandError, _store, out
-from ledger.inputs import MAX_DOCUMENT_BYTES, MAX_NOTE_BYTES
+from ledger.inputs import MAX_DOCUMENT_BYTES, MAX_NOTE_BYTES, InputFileError, parse_json
 
 SIGNING_KEY_ENV = "LEDGER_SIGNING_KEY"
 
@@ -124,13 +124,9 @@ def cmd_verify_proof(args: argparse.Namespace) -> int:
     from ledger.audit.proofs import ProofError, check_proof
 
     try:
-        document = json.loads(_read(args.proof, "proof", MAX_DOCUMENT_BYTES))
-    except json.JSONDecodeError as exc:
-        raise CommandError(f"{args.proof}: not JSON ({exc.msg}, line {exc.lineno})") from None
-    except RecursionError:
-        raise CommandError(f"{args.proof}: not JSON (nested too deeply)") from None
-    except ValueError as exc:  # an integer past Python's digit limit
-        raise CommandError(f"{args.proof}: not JSON ({str(exc).splitlines()[0]})") from None
+        document = parse_json(_read(args.proof, "proof", MAX_DOCUMENT_BYTES), args.proof)
+    except InputFileError as exc:
+        raise CommandError(str(exc)) from None
     key = load_verifier_key(args.key) if args.key else None
     signed = _read(args.head, "signed head") if args.head else None
     if key is None and (signed is not None or (isinstance(document, dict) and "signed_head" in document)):

@@ -131,7 +131,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     cases = {
         "no such": [str(tmp_path / "missing.db"), str(good)],
         "no fingerprint.json here": [str(tmp_path / "empty"), str(good)],
-        "not a readable JSON document": [str(tmp_path / "broken"), str(good)],
+        "fingerprint.json: not valid JSON": [str(tmp_path / "broken"), str(good)],
         "hold no protocol of the same name": [str(other), str(good)],
         "neither side holds": [str(good), str(good), "--protocol", "nothing"],
     }

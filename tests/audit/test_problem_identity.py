@@ -13,6 +13,15 @@ from ledger.rows.manifest import Row
 from ledger.rows.tasks.arithmetic import generate_arithmetic
 from tests.audit.test_peeking_guardrails import CLAIMS, CONFIRMATORY, TUNING, _project, _tuning_reads_the_guard_rows
 
+# Another protocol that trains on the confirmatory protocol's guardrail rows (its evaluation rows are its own).
+TRAINER = (
+    CONFIRMATORY.replace("name: tiny-verify", "name: tiny-trainer")
+    .replace("role: guardrail", "role: train")
+    .replace("claims: [claims.yaml]", "claims: []")
+    .replace("evaluation: {manifests: [eval, guard]}", "evaluation: {manifests: [eval]}")
+    .replace("split: test}", "split: trainertest}")
+)
+
 
 def _choice(prompt_options: list[tuple[str, str]], answer: str, question: str | None = None) -> Row:
     lines = "\n".join(f"{label}. {text}" for label, text in prompt_options)
@@ -70,14 +79,7 @@ def test_another_protocols_registered_training_rows_are_not_fresh_evaluation_row
     """No run read them: registering them as training rows is enough, since a protocol trains on them."""
     monkeypatch.chdir(tmp_path)
     db = f"sqlite:///{tmp_path / 'ledger.db'}"
-    trainer = (
-        CONFIRMATORY.replace("name: tiny-verify", "name: tiny-trainer")
-        .replace("role: guardrail", "role: train")
-        .replace("claims: [claims.yaml]", "claims: []")
-        .replace("evaluation: {manifests: [eval, guard]}", "evaluation: {manifests: [eval]}")
-        .replace("split: test}", "split: trainertest}")
-    )
-    (tmp_path / "trainer.yaml").write_text(trainer, encoding="utf-8")
+    (tmp_path / "trainer.yaml").write_text(TRAINER, encoding="utf-8")
     assert main(["register", "trainer.yaml", "--db", db]) == 0
     _project(tmp_path)
     capsys.readouterr()

@@ -15,13 +15,12 @@ hash, which a later run and ``ledger verify`` rebuild and compare.
 
 from __future__ import annotations
 
-import json
 import string
 from pathlib import Path
 from typing import Any
 
 from ledger.canonical import sha256_file
-from ledger.inputs import MAX_DATA_BYTES, InputFileError, read_text
+from ledger.inputs import MAX_DATA_BYTES, InputFileError, parse_json, read_text
 from ledger.protocol.common import local_path
 from ledger.rows.manifest import Row
 
@@ -93,11 +92,9 @@ def generate_choice_file(
             break
         where = f"{file}:{number}"
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ChoiceFileError(f"{where}: not valid JSON ({exc.msg})") from None
-        except (RecursionError, ValueError) as exc:  # nested too deeply; an integer past the digit limit
-            raise ChoiceFileError(f"{where}: not usable JSON ({type(exc).__name__})") from None
+            record = parse_json(line, where)
+        except InputFileError as exc:
+            raise ChoiceFileError(str(exc)) from None
         if not isinstance(record, dict):
             raise ChoiceFileError(f"{where}: a JSON object expected")
         question, texts, labels = _options(record, where)
