@@ -186,3 +186,39 @@ def test_a_database_url_naming_a_fifo_is_one_line_not_a_hang(command, tmp_path, 
     os.mkfifo(fifo)
     code, err, _ = _run([*command, "--db", f"sqlite:///{fifo}"], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_database_that_refuses_mid_command_is_one_line_and_a_closed_pipe_is_quiet(tmp_path, capsys, monkeypatch):
+    """A failure of the database itself (here a lock held by another writer) is the driver's one line, exit 2;
+    a reader that closes the pipe early (`ledger query ... | head -1`) ends the command quietly, exit 0; and
+    LEDGER_DEBUG=0 does not turn tracebacks on."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    import ledger.store.engine as engine
+
+    db = tmp_path / "ledger.db"
+    monkeypatch.setenv("LEDGER_DEBUG", "0")
+    monkeypatch.setattr(engine, "BUSY_TIMEOUT_MS", 200)  # the lock is not waited out for 30 s
+    assert main(["db", "upgrade", "--db", f"sqlite:///{db}"]) == 0
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA journal_mode=DELETE")
+    holder.execute("BEGIN EXCLUSIVE")  # no reader gets a shared lock while this is held
+    capsys.readouterr()
+    try:
+        code = main(["head", "--db", f"sqlite:///{db}"])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "database is locked" in lines[0], lines
+    many = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 200000) SELECT x FROM n"
+    piped = subprocess.run(
+        f"{sys.executable} -m ledger query {many!r} --db sqlite:///{db} --format csv | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.stdout.strip() and piped.stderr == "", piped.stderr

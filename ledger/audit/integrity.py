@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ledger.audit.importer import registered_release
 from ledger.canonical import sha256_file, sha256_hex
 from ledger.protocol.loader import ProtocolError, load_protocol
 from ledger.rows.builder import build_manifests
@@ -85,11 +86,10 @@ class Integrity:
         record = self.store.checkpoint(sha)
         if record is None:
             return ("tampered", f"checkpoint {sha[:12]} is not in the ledger")
+        if record.stage == "external":
+            return self._imported_file_status(sha, record.arm, self.store.checkpoint_meta([sha]).get(sha, {}))
         try:
-            if record.stage == "external" and record.path:  # an imported release's file, where import found it
-                file = Path(record.path) if Path(record.path).is_file() else self.artifacts.locate(None, sha)
-            else:
-                file = self.artifacts.locate(record.path, sha)
+            file = self.artifacts.locate(record.path, sha)
         except ArtifactOutsideRoot as exc:
             return ("tampered", f"checkpoint {sha[:12]} ({record.arm}): {exc}")
         if file is None:
@@ -100,6 +100,18 @@ class Integrity:
         actual = sha256_file(file)
         if actual != sha:
             return ("tampered", f"checkpoint file {file} hashes to {actual[:12]}, registered {sha[:12]}")
+        return None
+
+    def _imported_file_status(self, sha: str, arm: str, meta: dict) -> Finding | None:
+        """An imported release's file is never opened where the ledger says it was (a ledger one is sent could
+        name any file on the auditor's disk): its hash must be one its registered release lists, and the release
+        scope re-hashes the release's files where the auditor's claim files name them."""
+        release = str(meta.get("release", ""))
+        document = registered_release(self.store, release) if release else None
+        if document is None:
+            return ("tampered", f"checkpoint {sha[:12]} ({arm}) is an imported file of no imported release")
+        if sha not in document.get("file_sha256", {}).values():
+            return ("tampered", f"checkpoint {sha[:12]} ({arm}) is not a file release {release!r} registered")
         return None
 
 

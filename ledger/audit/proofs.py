@@ -89,11 +89,14 @@ def check_proof(document: Any, key: VerifierKey | None = None, signed_head: str 
         raise ProofError(f"not a ledger inclusion proof (format {PROOF_FORMAT})")
     try:
         payload_text = str(document["payload"])
-        index, size = int(document["leaf_index"]), int(document["tree_size"])
+        index, size = document["leaf_index"], document["tree_size"]
+        if type(index) is not int or type(size) is not int:  # not 0.5, true or 1e400: Go reads int64s
+            raise ValueError(f"leaf_index and tree_size must be integers, not {index!r} and {size!r}")
         root = bytes.fromhex(str(document["root"]))
         path = [bytes.fromhex(str(node)) for node in document["audit_path"]]
+        payload_bytes = payload_text.encode("utf-8")  # a lone surrogate is no UTF-8: refused here, as Go does
         payload = json.loads(payload_text)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         raise ProofError(f"malformed proof: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     except RecursionError:
         raise ProofError("malformed proof: its payload is nested too deeply") from None
@@ -114,7 +117,7 @@ def check_proof(document: Any, key: VerifierKey | None = None, signed_head: str 
                 f"{checkpoint.size} entries with root {checkpoint.root_hex[:16]}..."
             )
         signer = f"{key.name}+{key.id.hex()}"
-    leaf = merkle.leaf_hash(payload_text.encode())
+    leaf = merkle.leaf_hash(payload_bytes)
     if not merkle.verify_inclusion(leaf, index, size, path, root):
         raise ProofError(f"the entry is NOT included at index {index} of the tree of {size} entries under that root")
     if not isinstance(payload, dict) or type(payload.get("seq")) is not int or payload["seq"] != document.get("seq"):

@@ -22,6 +22,15 @@ from dataclasses import dataclass
 ED25519 = b"\x01"
 DASH = "\u2014"  # em dash: a signature line starts with it
 _NAME = re.compile(r"[^\s+]+")
+_STD_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
+def _std_base64(encoded: str) -> bytes:
+    """Go's ``base64.StdEncoding``: padded groups of four, padding only at the end (Python's decoder accepts
+    extra padding, as in "AAAAAAAA=")."""
+    if not _STD_BASE64.fullmatch(encoded):
+        raise ValueError("not standard padded base64")
+    return base64.b64decode(encoded, validate=True)
 
 
 class SignedHeadError(ValueError):
@@ -100,7 +109,7 @@ def _key_parts(text: str, prefix: str, what: str) -> tuple[str, bytes, bytes]:
     if len(parts) != 3 or not re.fullmatch(r"[0-9a-f]{8}", parts[1]):
         raise SignedHeadError(f"not a {what}: expected NAME+ID+KEY with an 8-hex-digit key ID")
     try:
-        raw = base64.b64decode(parts[2], validate=True)
+        raw = _std_base64(parts[2])
     except ValueError:
         raise SignedHeadError(f"not a {what}: the key is not base64") from None
     if len(raw) != 33 or raw[:1] != ED25519:
@@ -151,7 +160,7 @@ def parse_tree_head(text: str) -> TreeHead:
     if not origin or not re.fullmatch(r"0|[1-9][0-9]{0,18}", size) or int(size) >= 1 << 63:
         raise SignedHeadError("checkpoint: empty origin or a tree size that is not a decimal number below 2^63")
     try:
-        digest = base64.b64decode(root, validate=True)
+        digest = _std_base64(root)
     except ValueError:
         raise SignedHeadError("checkpoint: the root hash is not base64") from None
     if len(digest) != 32:
@@ -181,6 +190,10 @@ def _split_note(note: str) -> tuple[str, list[str]]:
     for index, character in enumerate(note):
         if character < " " and character != "\n":
             raise _malformed(f"control character {character!r} at offset {index}")
+    try:
+        note.encode("utf-8")
+    except UnicodeEncodeError as error:  # a lone surrogate, read from JSON: Go refuses a note that is not UTF-8
+        raise _malformed(f"not UTF-8 text at offset {error.start}") from None
     split = note.rfind("\n\n")
     if split < 0:
         raise _malformed("no blank line between the text and the signatures")
@@ -201,7 +214,7 @@ def _signature(line: str, number: int) -> tuple[str, bytes, bytes]:
     if not _NAME.fullmatch(name) or not encoded:
         raise _malformed(f"signature line {number}: a key name (no spaces or '+') then a base64 signature")
     try:
-        raw = base64.b64decode(encoded, validate=True)
+        raw = _std_base64(encoded)
     except ValueError:
         raise _malformed(f"signature line {number}: the signature is not base64") from None
     if len(raw) < 5:

@@ -379,7 +379,9 @@ def _verdict(
         if missing:
             verdict.first_outcome_missing = True
             verdict.flags.append(missing)
-    if (registered is not None or scope.external) and first is None and verdict.integrity == "verified" and settled:
+    recordable = (registered is not None or scope.external) and first is None and verdict.integrity == "verified"
+    # a flagged missing first outcome is never re-recorded: `--record` would write over the trace of the cut
+    if recordable and settled and not verdict.first_outcome_missing:
         inputs = tuple(
             {
                 "role": f"arm{index}:{sha[:12]}",

@@ -15,6 +15,7 @@ The parser and `main` live here; the handlers in ``protocol_commands`` and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import traceback
@@ -505,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code
     except Exception as exc:  # the store's own refusals (lineage, preregistration) are exit 3
         from ledger.inputs import InputFileError
-        from ledger.store import DatabaseUnavailable, LineageRefused, PreregistrationRequired
+        from ledger.store import DatabaseUnavailable, LineageRefused, PreregistrationRequired, database_refusal
         from ledger.store.artifacts import ArtifactOutsideRoot
 
         if isinstance(exc, (LineageRefused, PreregistrationRequired, ArtifactOutsideRoot)):
@@ -514,7 +515,15 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, (DatabaseUnavailable, InputFileError)):  # a bad --db URL, no server, an unreadable file
             err.print(f"error: {exc}", markup=False)
             return EXIT_BAD_INPUT
-        if os.environ.get("LEDGER_DEBUG"):
+        if isinstance(exc, BrokenPipeError):  # `ledger query ... | head`: the reader has what it wanted
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            return EXIT_OK
+        refusal = database_refusal(exc)
+        if refusal is not None:  # locked, a damaged file, a dropped connection: the driver's own line
+            err.print(f"error: the database refused: {refusal}", markup=False)
+            return EXIT_BAD_INPUT
+        if os.environ.get("LEDGER_DEBUG", "").lower() in ("1", "true", "yes"):
             raise
         # a failure no check foresaw: one line and its own exit code, the traceback on request
         where = traceback.extract_tb(exc.__traceback__)[-1]

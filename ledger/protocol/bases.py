@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Literal
@@ -10,6 +9,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import Field
 
+from ledger.inputs import parse_json, read_text
 from ledger.protocol.common import StrictModel
 
 
@@ -118,8 +118,11 @@ def actual_layers(spec: BaseModelSpec, protocol_dir: Path) -> int | None:
 def _config_layers(config: Path) -> int | None:
     if not config.is_file():
         return None
-    layers = json.loads(config.read_text()).get("num_hidden_layers")
-    return int(layers) if layers is not None else None
+    document = parse_json(read_text(config, "model config"), str(config))  # InputFileError is a ValueError
+    layers = document.get("num_hidden_layers") if isinstance(document, dict) else None
+    if layers is not None and type(layers) is not int:
+        raise ValueError(f"{config}: num_hidden_layers is {layers!r}, not an integer")
+    return layers
 
 
 def _gguf_layers(path: Path) -> int | None:

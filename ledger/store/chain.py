@@ -31,6 +31,7 @@ from ledger.store.engine import (
     StoreError,
     _sqlite_file,
     check_connection,
+    database_refusal,
     default_db_url,
     display_url,
     ensure_schema,
@@ -561,8 +562,7 @@ def open_store(url: str | None = None, create: bool = True, *, read_only: bool =
         ensure_schema(engine, url=url, create=create)
     except DBAPIError as error:  # e.g. SQLite's "file is not a database"
         engine.dispose()
-        reason = str(error.orig).splitlines()[0] if error.orig is not None else type(error).__name__
-        raise StoreError(f"cannot be read as a ledger database: {reason}") from None
+        raise StoreError(f"cannot be read as a ledger database: {database_refusal(error)}") from None
     except BaseException:
         engine.dispose()
         raise

@@ -48,6 +48,18 @@ class DatabaseUnavailable(StoreError):
     never shows the URL's password."""
 
 
+def database_refusal(exc: BaseException) -> str | None:
+    """The driver's one line when ``exc`` is the database refusing (locked, a damaged file, a dropped
+    connection), without SQLAlchemy's statement, parameters and link; None for anything else."""
+    from sqlalchemy.exc import DBAPIError
+
+    if not isinstance(exc, DBAPIError):
+        return None
+    original = exc.orig if exc.orig is not None else exc
+    text = str(original).strip()
+    return text.splitlines()[0] if text else type(original).__name__
+
+
 class SchemaVersionMismatch(StoreError):
     """The database is at another schema revision than this code expects."""
 

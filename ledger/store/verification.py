@@ -141,7 +141,7 @@ class ChainVerification:
                 f"the log has {new_size} entries, fewer than the {old_size} of the earlier head: history was removed",
             )
         if old_size == 0:  # no consistency proof starts from the empty log (RFC 9162): its root is all there is
-            ok = old_root == merkle.EMPTY_ROOT.hex()
+            ok = old_root.lower() == merkle.EMPTY_ROOT.hex()  # --since-head accepts either case of hex
             message = (
                 f"consistent: the earlier head is the empty log, and the log has {new_size} entries now"
                 if ok
@@ -152,7 +152,7 @@ class ChainVerification:
         ok = merkle.verify_consistency(old_root, old_size, new_root, new_size, proof)
         if ok:
             message = f"consistent: the log grew from {old_size} to {new_size} entries without rewriting history"
-        elif merkle.merkle_root(leaves[:old_size]).hex() != old_root:
+        elif merkle.merkle_root(leaves[:old_size]).hex() != old_root.lower():
             message = (
                 f"INCONSISTENT: the first {old_size} entries now hash to "
                 f"{merkle.merkle_root(leaves[:old_size]).hex()}, not {old_root}: history was rewritten"

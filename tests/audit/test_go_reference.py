@@ -78,6 +78,9 @@ def _variants(note: str, other_note: str) -> dict[str, str]:
         "no signature": f"{text}\n\n{dash} {name}\n",
         "base64 without padding": f"{text}\n\n{dash} {name} {encoded.rstrip('=')}\n",
         "not base64": f"{text}\n\n{dash} {name} {encoded[:-4]}!!!=\n",
+        "another key's line with extra padding": f"{text}\n\n{line}\n{dash} other AAAAAAAA=\n",
+        "another key's line padded inside": f"{text}\n\n{line}\n{dash} other AAAA====AAAA\n",
+        "an invalid UTF-8 byte in the text": note.replace(text[:1], "\udcff", 1),
         "a four-byte signature": f"{text}\n\n{dash} {name} {base64.b64encode(raw[:4]).decode()}\n",
         "a space after the signature": f"{text}\n\n{dash} {name} {encoded} \n",
         "an empty signature line between": f"{text}\n\n{line}\n\n{line}\n",
@@ -104,7 +107,7 @@ def test_go_opens_our_signed_heads_and_refuses_exactly_what_we_refuse(refcheck, 
     verdicts = {}
     for name, note in notes.items():
         file = tmp_path / "note"
-        file.write_bytes(note.encode("utf-8"))
+        file.write_bytes(note.encode("utf-8", "surrogateescape"))  # \udcff is written as the byte 0xff
         go = _go(refcheck, "note", str(vkey), str(file))
         ours = _ours_opens(note, key.verifier())
         verdicts[name] = (ours, go.returncode == 0, go.stderr.strip())

@@ -131,6 +131,14 @@ def test_inclusion_proofs_of_every_entry_at_several_tree_sizes(tmp_path):
     other_head = sign_tree_head(TreeHead("o", 300, b"\0" * 32), key)
     with pytest.raises(ProofError, match="signed head is"):
         check_proof(document, key.verifier(), other_head)
+    # what JSON can carry that no int64 or UTF-8 reader takes: malformed, never an internal error
+    for field, value in [("leaf_index", float("inf")), ("leaf_index", 9.0), ("tree_size", True), ("leaf_index", "9")]:
+        with pytest.raises(ProofError, match="malformed proof: leaf_index and tree_size must be integers"):
+            check_proof(dict(document, **{field: value}))
+    with pytest.raises(ProofError, match="malformed proof: 'utf-8' codec can't encode"):
+        check_proof(dict(document, payload=document["payload"].replace("x", "\ud800", 1)))
+    with pytest.raises(ProofError, match="malformed signed note: not UTF-8 text"):
+        check_proof(document, key.verifier(), "\ud800" + other_head)
 
 
 def test_consistency_edge_cases_follow_rfc_9162():

@@ -380,3 +380,11 @@ def test_a_chain_cut_after_a_claims_test_or_beside_other_outcomes_is_flagged_wit
     assert any(reason in flag for flag in flagged[0]["flags"]), flagged[0]["flags"]
     assert run("verify", "claims.yaml", "--db", db) == 0
     assert "(missing)" in capsys.readouterr().out
+    # --record does not write a new "first" outcome over the trace of the cut
+    with open_store(db) as store:
+        size = store.head()[1]
+    run("verify", "claims.yaml", "--db", db, "--record")
+    with open_store(db) as store:
+        assert store.head()[1] == size
+    capsys.readouterr()
+    assert run("verify", "claims.yaml", "--db", db) == 0 and "(missing)" in capsys.readouterr().out

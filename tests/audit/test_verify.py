@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -596,6 +597,23 @@ def test_external_audit_verifies_from_an_empty_database(tmp_path, capsys, monkey
     code, report = verify_json(db, "claims/external/", capsys=capsys)
     assert code == 4
     assert any("evidence" in problem for problem in report["chain_problems"])
+    # An imported file's recorded path pointed at a file of the auditor's: verify never opens it (the release
+    # scope re-hashes the release's files where the auditor's claim file names them).
+    planted = tmp_path / "auditors-secret"
+    planted.write_text("not the ledger's business", encoding="utf-8")
+    connection = sqlite3.connect(tmp_path / "external.db")
+    connection.execute("UPDATE checkpoints SET path = ? WHERE stage = 'external'", (str(planted),))
+    connection.commit()
+    connection.close()
+    opened: list[str] = []
+    listening = [True]  # an audit hook cannot be removed: it stops listening after this verify
+    sys.addaudithook(
+        lambda event, args: opened.append(str(args[0])) if listening[0] and event == "open" and args else None
+    )
+    code, report = verify_json(db, "claims/external/", "--all", capsys=capsys)
+    listening[0] = False
+    assert code == 4 and any("checkpoints" in problem for problem in report["chain_problems"])
+    assert str(planted) not in opened and len(opened) > 10  # the hook saw the files verify did open
 
 
 def test_verify_names_the_table_for_a_tamper_in_every_table(tmp_path, capsys):

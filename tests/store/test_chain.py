@@ -311,6 +311,9 @@ def test_verify_since_head(copy_of_template):
         assert store.consistency_proof(old_size) == list(result.proof)
         assert store.verify_since_head(new_root, new_size).ok
         assert store.verify_since_head(empty_root, 0).ok
+        assert (
+            store.verify_since_head(empty_root.upper(), 0).ok and store.verify_since_head(old_root.upper(), old_size).ok
+        )
         for size in range(1, new_size + 1):
             leaves = [bytes.fromhex(h) for h in store.leaf_hashes()[:size]]
             assert store.verify_since_head(merkle_root(leaves).hex(), size).ok
