@@ -187,22 +187,30 @@ class _Scope:
     deviations: list[RecordedDeviation] = field(default_factory=list)
     claim_keys: tuple[str, ...] = ()  # the file's claims, as the ledger keys them
     _tested: set[str] | None = None
-    _recorded: set[str] = field(default_factory=set)
+    _recorded: dict[str, int] = field(default_factory=dict)  # claim -> chain entry of its first outcome
 
-    def missing_first_outcome(self, store: Store, key: str) -> str | None:
+    def missing_first_outcome(self, store: Store, key: str, evidence_seq: int) -> str | None:
         """Why a judgeable claim without a first outcome looks like a chain that ends early (None: it may simply
-        not have been judged yet). Only a trusted head proves a truncation; this is what the ledger itself knows."""
+        not have been judged yet). ``evidence_seq``: the chain entry of the last checkpoint the claim reads. Only
+        a trusted head proves a truncation; this is what the ledger itself knows."""
         if self._tested is None:
             keys = set(self.claim_keys)
             self._tested = {str(row["claim_id"]) for row in store.rows_of("stat_tests") if row["claim_id"] in keys}
-            self._recorded = {other for other in keys if store.first_outcome(other) is not None}
+            self._recorded = {}
+            for other in keys:
+                first = store.first_outcome(other)
+                if first is not None:
+                    self._recorded[other] = int(first["entry_seq"])
         check = "the chain may have been truncated (`verify --trusted-head` against a published head tells)"
         if key in self._tested:
             return f"first outcome missing: its statistical test is recorded, and the outcome is written right after it: {check}"
-        if self._recorded:
+        # a run records every claim whose evidence is in at once: an outcome of this file recorded after this
+        # claim's evidence was all in says this one was judged too (one recorded before it: a partial run)
+        later = [other for other, seq in self._recorded.items() if seq > evidence_seq]
+        if later:
             return (
-                f"first outcome missing: {len(self._recorded)} other claim(s) of this file have theirs, which the run "
-                f"records together once the evidence is in, and this one's evidence is in: {check}"
+                f"first outcome missing: {len(later)} other claim(s) of this file have theirs, recorded after this "
+                f"one's evidence was in, and a run records them together: {check}"
             )
         return None
 
@@ -375,7 +383,9 @@ def _verdict(
     # precondition judged and not met is such a result (its own evidence and the precondition's are there).
     settled = result.outcome != "unverifiable" or result.figures.get("preconditions_met") is False
     if registered is not None and first is None and settled and verdict.integrity == "verified":
-        missing = scope.missing_first_outcome(store, key)
+        used = {sha for arm in arms for sha in evidence.checkpoints_used(arm, manifest_of(claim, arm))}
+        seqs = [int(row["entry_seq"]) for sha in used if (row := store.get_checkpoint(sha)) is not None]
+        missing = scope.missing_first_outcome(store, key, max(seqs, default=0))
         if missing:
             verdict.first_outcome_missing = True
             verdict.flags.append(missing)
