@@ -27,6 +27,7 @@ class Integrity:
         self.artifacts = open_artifacts(artifacts, store.url)  # --artifacts first, then the ledger's own root
         self.manifest_cache: dict[str, list[str]] = {}
         self.checkpoint_cache: dict[str, Finding | None] = {}
+        self.release_cache: dict[str, dict | None] = {}  # a release's registered document, read once
 
     def manifest_problems(self, manifest_sha: str) -> list[str]:
         if manifest_sha not in self.manifest_cache:
@@ -107,7 +108,9 @@ class Integrity:
         name any file on the auditor's disk): its hash must be one its registered release lists, and the release
         scope re-hashes the release's files where the auditor's claim files name them."""
         release = str(meta.get("release", ""))
-        document = registered_release(self.store, release) if release else None
+        if release not in self.release_cache:
+            self.release_cache[release] = registered_release(self.store, release) if release else None
+        document = self.release_cache[release]
         if document is None:
             return ("tampered", f"checkpoint {sha[:12]} ({arm}) is an imported file of no imported release")
         if sha not in document.get("file_sha256", {}).values():

@@ -382,9 +382,10 @@ def _verdict(
     # before B has run) must not fix "unverifiable" as the first outcome that every later verify is held to. A
     # precondition judged and not met is such a result (its own evidence and the precondition's are there).
     settled = result.outcome != "unverifiable" or result.figures.get("preconditions_met") is False
+    used = {arm: sorted(evidence.checkpoints_used(arm, manifest_of(claim, arm))) for arm in arms}  # read once
     if registered is not None and first is None and settled and verdict.integrity == "verified":
-        used = {sha for arm in arms for sha in evidence.checkpoints_used(arm, manifest_of(claim, arm))}
-        seqs = [int(row["entry_seq"]) for sha in used if (row := store.get_checkpoint(sha)) is not None]
+        shas = {sha for checkpoints in used.values() for sha in checkpoints}
+        seqs = [int(row["entry_seq"]) for sha in shas if (row := store.get_checkpoint(sha)) is not None]
         missing = scope.missing_first_outcome(store, key, max(seqs, default=0))
         if missing:
             verdict.first_outcome_missing = True
@@ -400,7 +401,7 @@ def _verdict(
                 "manifest_sha256": evidence.manifest_sha256(manifest_of(claim, arm)),
             }
             for index, arm in enumerate(arms)
-            for sha in sorted(evidence.checkpoints_used(arm, manifest_of(claim, arm)))
+            for sha in used[arm]
         )
         verdict.recordable = FirstOutcome(
             key,

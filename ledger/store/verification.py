@@ -127,6 +127,7 @@ class ChainVerification:
         recomputed); the proof is built from them and checked with the independent verifier
         against the old and the new root.
         """
+        old_root = old_root.lower()  # --since-head accepts either case of hex
         leaves = self._recomputed_leaves() if leaves is None else leaves
         new_size = len(leaves)
         new_root = merkle.merkle_root(leaves).hex()
@@ -141,7 +142,7 @@ class ChainVerification:
                 f"the log has {new_size} entries, fewer than the {old_size} of the earlier head: history was removed",
             )
         if old_size == 0:  # no consistency proof starts from the empty log (RFC 9162): its root is all there is
-            ok = old_root.lower() == merkle.EMPTY_ROOT.hex()  # --since-head accepts either case of hex
+            ok = old_root == merkle.EMPTY_ROOT.hex()
             message = (
                 f"consistent: the earlier head is the empty log, and the log has {new_size} entries now"
                 if ok
@@ -152,7 +153,7 @@ class ChainVerification:
         ok = merkle.verify_consistency(old_root, old_size, new_root, new_size, proof)
         if ok:
             message = f"consistent: the log grew from {old_size} to {new_size} entries without rewriting history"
-        elif merkle.merkle_root(leaves[:old_size]).hex() != old_root.lower():
+        elif merkle.merkle_root(leaves[:old_size]).hex() != old_root:
             message = (
                 f"INCONSISTENT: the first {old_size} entries now hash to "
                 f"{merkle.merkle_root(leaves[:old_size]).hex()}, not {old_root}: history was rewritten"
