@@ -30,7 +30,7 @@ from sqlalchemy.engine import Connection, CursorResult
 from sqlalchemy.exc import DBAPIError
 
 from ledger.store.base import Database
-from ledger.store.engine import StoreError
+from ledger.store.engine import StoreError, database_refusal
 
 
 @dataclass(frozen=True)
@@ -242,8 +242,9 @@ class ReadOnlySQL:
             except DBAPIError as exc:
                 state = getattr(exc.orig, "sqlstate", None)
                 if state in _PG_READ_ONLY_STATES:
-                    message = str(exc.orig).strip().splitlines()[0]
-                    raise ReadOnlyViolation(f"read-only query refused by the database: {message}") from exc
+                    raise ReadOnlyViolation(
+                        f"read-only query refused by the database: {database_refusal(exc)}"
+                    ) from exc
                 if state == "57014":  # query_canceled: the statement_timeout
                     raise _timed_out(timeout_s) from exc
                 raise
