@@ -12,9 +12,10 @@ and the property test of complete validation call it.
 
 With ``random_weights`` no weights are needed: every base named by hub id, or by a local folder, is built
 from its ``config.json`` at its exact shape with seeded random weights (``arms.bases.shapes``), a dense arm
-generates ``GENERATED`` tokens per row (random weights would run to its whole budget), and a stage whose training
-state this machine cannot hold steps only a part of its tensors (``narrow_to_fit``, said in the output): its loss,
-backward, optimiser and schedule run at the real shapes all the same.
+generates ``GENERATED`` tokens per row (random weights would run to its whole budget), the test recurrences and
+a sampled training recurrence's mean run by rank (1, 2, 4, ..., 32 as 1, 2, 3, ..., 6), no latency is timed, and a
+stage whose training state this machine cannot hold steps only a part of its tensors (``narrow_to_fit``, said in
+the output): its loss, backward, optimiser and schedule run at the real shapes all the same.
 
 Registration's power and acquisition rules are off in the throwaway ledger (no claim can be won on one row per
 depth); the outcomes it prints say that the claims can be judged, not what they will be.
@@ -36,6 +37,7 @@ import yaml
 from ledger.protocol.protocol import Protocol
 
 ROWS = 4  # at most this many rows per training batch
+STAND_IN_QUESTIONS = 2  # questions of a benchmark file not here yet: one batch of options, each read at every loop
 SHAPED_CHECKPOINTS = 2  # with random weights, a checkpointing stage's checkpoints in the miniature
 TOKENS = 64  # tokens a next-token stage keeps per document (a packed corpus's 1,025 would only cost time)
 GENERATED = 4  # with random weights, tokens a dense arm generates per row: the loop runs, its length says nothing
@@ -248,9 +250,36 @@ def _loop_ranks(protocol: Protocol) -> dict[int, int]:
     return {loop: rank for rank, loop in enumerate(sorted(read), start=1)}
 
 
+def _on_rank_scale(ranks: dict[int, int], value: float) -> float:
+    """``value`` (a training recurrence's mean or depth) on the scale of ``_loop_ranks``: a read loop is its rank,
+    a value between two read loops lies as far between their ranks, one past the last scales with it; order kept,
+    and an identity where the loops read run 1, 2, ..., K."""
+    loops = sorted(ranks)
+    if not loops or value <= loops[0]:
+        return value / loops[0] if loops else value
+    for low, high in zip(loops, loops[1:]):
+        if value <= high:
+            return ranks[low] + (value - low) / (high - low)
+    return ranks[loops[-1]] * value / loops[-1]
+
+
+def _ranked_recurrence(raw: dict, spec: Any, ranks: dict[int, int]) -> dict:
+    """A sampled recurrence (``poisson_lognormal``) with its means and depths on the rank scale of the test
+    recurrences: at a real model's shapes a step that draws 32 loops costs minutes on this CPU; a draw around
+    the mean's rank still runs the sampler, its curriculum, the loops without gradient and the truncated backprop."""
+    if getattr(spec, "kind", None) != "poisson_lognormal" or not ranks:
+        return raw
+    ranked = dict(raw)  # a YAML alias is shared between stages
+    for key in ("mean", "curriculum_start"):
+        ranked[key] = round(_on_rank_scale(ranks, float(getattr(spec, key))), 6)
+    for key in ("backprop_depth", "backprop_start"):  # floored: a depth stays at or below a mean it was below
+        ranked[key] = max(1, math.floor(_on_rank_scale(ranks, float(getattr(spec, key)))))
+    return ranked
+
+
 def _stand_in_questions(folder: Path, spec: Any) -> Path:
-    """For a benchmark file the user has not put in place: ``ROWS`` questions in its schema under the benchmark's
-    first ids, so that the dry run reads the manifest as the run will (their answers mean nothing)."""
+    """For a benchmark file the user has not put in place: ``STAND_IN_QUESTIONS`` questions in its schema under the
+    benchmark's first ids, so that the dry run reads the manifest as the run will (their answers mean nothing)."""
     import json
 
     from ledger.rows.tasks.benchmarks import benchmark_ids
@@ -258,7 +287,7 @@ def _stand_in_questions(folder: Path, spec: Any) -> Path:
     file = folder / "stand-in" / f"{spec.id}.jsonl"
     file.parent.mkdir(exist_ok=True)
     lines = []
-    for number, row_id in enumerate(list(benchmark_ids(spec.ids))[:ROWS]):
+    for number, row_id in enumerate(list(benchmark_ids(spec.ids))[:STAND_IN_QUESTIONS]):
         options = {"text": ["one", "two", "three", "four"], "label": ["A", "B", "C", "D"]}
         question = f"Stand-in question {number + 1} of {spec.ids} (its file is not here yet): which?"
         lines.append(json.dumps({"id": row_id, "question": question, "choices": options, "answerKey": "B"}))
@@ -282,7 +311,8 @@ def _stand_in_corpus(folder: Path, spec: Any) -> Path:
 def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool) -> Path:
     """The protocol as the dry run runs it, written into ``folder`` with copies of its claim files: the fewest
     rows per manifest, one step per stage, documents of at most ``TOKENS`` tokens, every gate recorded (with random
-    weights: at most ``SHAPED_CHECKPOINTS`` checkpoints a stage, test recurrences by rank, ``_loop_ranks``); relative
+    weights: at most ``SHAPED_CHECKPOINTS`` checkpoints a stage, test and sampled training recurrences by rank,
+    ``_loop_ranks``, ``_ranked_recurrence``); relative
     paths made absolute, a benchmark file or token corpus not in place yet replaced by a stand-in
     (``_stand_in_questions``, ``_stand_in_corpus``). Returns its path."""
     from ledger.protocol.arms import ARM_KINDS, OBJECTIVES
@@ -316,6 +346,8 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
                 raw_stage["optimizer"] = {**raw_stage["optimizer"], "schedule": {**raw_stage["optimizer"]["schedule"]}}
                 raw_stage["optimizer"]["schedule"]["warmup_steps"] = 1
             raw_stage["steps"] = _mini_steps(stage, most_checkpoints)
+            if isinstance(raw_stage.get("recurrence"), dict):  # training recurrences by rank, as the loops read
+                raw_stage["recurrence"] = _ranked_recurrence(raw_stage["recurrence"], stage.recurrence, ranks)
             if schedule is not None and schedule.kind == "wsd":  # its decay: the last step
                 raw_stage["optimizer"] = {**raw_stage["optimizer"], "schedule": {**raw_stage["optimizer"]["schedule"]}}
                 raw_stage["optimizer"]["schedule"]["decay_fraction"] = 1 / raw_stage["steps"]
@@ -331,7 +363,10 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
             evaluation["loops"] = [ranks.get(loop, loop) for loop in evaluation["loops"]]
         if random_weights and "max_new_tokens" in ARM_KINDS[arm.kind].evaluation_options:
             evaluation["max_new_tokens"] = min(arm.evaluation.max_new_tokens, GENERATED)
-        evaluation["latency_sample_per_depth"] = min(arm.evaluation.latency_sample_per_depth, 1)
+        # one row a depth timed; none with random weights (three batch-1 calls a depth at a real model's shapes,
+        # which the reading's own batch costs a third of, timing weights that mean nothing)
+        timed = 0 if random_weights else 1
+        evaluation["latency_sample_per_depth"] = min(arm.evaluation.latency_sample_per_depth, timed)
         if "max_tokens" in evaluation:
             evaluation["max_tokens"] = min(arm.evaluation.max_tokens, TOKENS)
     for gate in document.get("gates") or []:
@@ -387,7 +422,9 @@ def dry_run(
 
     for name, file in files_to_come(protocol).items():
         corpus = protocol.manifest(name).generator == "token_corpus"
-        stand_in = f"{ROWS} stand-in sequences" if corpus else f"{ROWS} stand-in questions under its first ids"
+        stand_in = (
+            f"{ROWS} stand-in sequences" if corpus else f"{STAND_IN_QUESTIONS} stand-in questions under its first ids"
+        )
         done.lines.append(f"manifest {name}: {file} is not here yet: {stand_in}")
     with tempfile.TemporaryDirectory(prefix="ledger-dry-run-") as scratch:
         folder = Path(scratch)

@@ -15,7 +15,7 @@ from ledger.cli.main import main
 from ledger.protocol.check import check_protocol_file
 from ledger.protocol.loader import load_protocol
 from ledger.rows.builder import build_manifests
-from ledger.run.dry_run import ROWS, miniature
+from ledger.run.dry_run import ROWS, STAND_IN_QUESTIONS, miniature
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_the_miniature_reads_stand_in_questions_for_a_benchmark_file_not_here_ye
     rows = build_manifests(small)
     for name in ("arc_easy", "arc_challenge"):
         ids = [row.row_id.split("_", 1)[1] for row in rows[name].rows]
-        assert ids == list(benchmark_ids(name))[:ROWS]
+        assert ids == list(benchmark_ids(name))[:STAND_IN_QUESTIONS]
         assert small.manifest(name).path.startswith(str(tmp_path))
 
 
@@ -188,3 +188,38 @@ def test_the_miniature_at_real_shapes_trains_a_stand_in_corpus_in_micro_batches(
     ]
     copied = yaml.safe_load((tmp_path / "claims" / "0-designM-llama32.yaml").read_text())["claims"]
     assert {claim["id"]: claim["loops"] for claim in copied}["L_rises_with_test_recurrence"] == [6, 1]
+
+
+def test_the_miniature_at_real_shapes_samples_its_training_recurrence_on_the_rank_scale(tmp_path):
+    """designM-tinyllama.yaml's sampled recurrences (means 4 to 32, backprop depths 4 and 8, curricula from 1)
+    run by the ranks of the loops read: each mean and depth where its loop's rank is, their order kept, so that a
+    step draws a handful of loops at a 1B model's shapes and not 32; without random weights nothing changes."""
+    from arms.train.recurrence import stage_recurrence
+    from ledger.run.dry_run import _on_rank_scale
+
+    ranks = {1: 1, 2: 2, 4: 3, 8: 4, 16: 5, 32: 6}
+    assert [_on_rank_scale(ranks, value) for value in (0.5, 1, 3, 8, 24, 64)] == [0.5, 1, 2.5, 4, 5.5, 12]
+    assert _on_rank_scale({1: 1, 2: 2, 3: 3}, 2.5) == 2.5  # loops 1..K: the identity
+
+    path = ROOT / "protocols" / "designM-tinyllama.yaml"
+    protocol = load_protocol(path)
+    small = check_protocol_file(miniature(path, protocol, tmp_path / "shaped", random_weights=True)).protocol
+    means = {}
+    for arm in protocol.arms:
+        for stage, mini in zip(arm.stages, small.arm(arm.id).stages, strict=True):
+            was, now = stage.recurrence, mini.recurrence
+            if getattr(was, "kind", None) != "poisson_lognormal":
+                continue
+            assert now.mean == _on_rank_scale(ranks, was.mean) and now.curriculum_start == was.curriculum_start == 1
+            assert now.backprop_depth == {4: 3, 8: 4}[was.backprop_depth] and now.sigma == was.sigma
+            means[was.mean] = now.mean
+            draws = [stage_recurrence(now, step, mini.steps, 0).loops for step in range(mini.steps)]
+            assert max(draws) < 20, (arm.id, stage.id, draws)
+    assert means == {4: 3, 8: 4, 16: 5, 32: 6}
+    plain = check_protocol_file(miniature(path, protocol, tmp_path / "plain", random_weights=False)).protocol
+    assert plain.arm("R32").stages[0].recurrence == protocol.arm("R32").stages[0].recurrence
+    # random weights time nothing (three batch-1 calls a depth at 1B shapes); the plain miniature times a row
+    assert {arm.evaluation.latency_sample_per_depth for arm in small.arms} == {0}
+    assert {arm.evaluation.latency_sample_per_depth for arm in plain.arms} == {
+        min(arm.evaluation.latency_sample_per_depth, 1) for arm in protocol.arms
+    }
