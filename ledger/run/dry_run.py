@@ -4,11 +4,11 @@
 arm built through the registries, each stage's optimiser, schedule and objective, its gates, the checkpoints and
 their lineage, the evaluation reads at every loop, the judging of every claim, the report) on the protocol's
 *miniature*: every manifest at its fewest rows that still hold each depth, operation and part
-(``fewest_rows``), every stage one step at a batch of at most ``ROWS`` (two where it warms up: its warm-up
-shortened to one step), every gate recorded rather than stopping. A protocol that `ledger check` accepts but
-the code cannot execute fails here in minutes instead of an hour into a run; a claim the run's evidence cannot
-judge fails it too. ``ledger check --dry-run``
-and the property test of complete validation call it.
+(``fewest_rows``), every stage one step at a batch of at most ``ROWS`` (``SHAPED_ROWS`` with random weights; two
+steps where it warms up: its warm-up shortened to one step), every gate recorded rather than stopping. A protocol
+that `ledger check` accepts but the code cannot execute fails here in minutes instead of an hour into a run; a
+claim the run's evidence cannot judge fails it too. ``ledger check --dry-run`` and the property test of complete
+validation call it.
 
 With ``random_weights`` no weights are needed: every base named by hub id, or by a local folder, is built
 from its ``config.json`` at its exact shape with seeded random weights (``arms.bases.shapes``), a dense arm
@@ -37,6 +37,7 @@ import yaml
 from ledger.protocol.protocol import Protocol
 
 ROWS = 4  # at most this many rows per training batch
+SHAPED_ROWS = 2  # with random weights, at a real model's shapes: two micro-batches of one row still accumulate
 STAND_IN_QUESTIONS = 2  # questions of a benchmark file not here yet: one batch of options, each read at every loop
 SHAPED_CHECKPOINTS = 2  # with random weights, a checkpointing stage's checkpoints in the miniature
 TOKENS = 64  # tokens a next-token stage keeps per document (a packed corpus's 1,025 would only cost time)
@@ -351,7 +352,7 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
             if schedule is not None and schedule.kind == "wsd":  # its decay: the last step
                 raw_stage["optimizer"] = {**raw_stage["optimizer"], "schedule": {**raw_stage["optimizer"]["schedule"]}}
                 raw_stage["optimizer"]["schedule"]["decay_fraction"] = 1 / raw_stage["steps"]
-            raw_stage["batch_size"] = min(stage.batch_size, ROWS)
+            raw_stage["batch_size"] = min(stage.batch_size, SHAPED_ROWS if random_weights else ROWS)
             if stage.micro_batch_size is not None:  # two micro-batches: the accumulation runs
                 raw_stage["micro_batch_size"] = min(stage.micro_batch_size, raw_stage["batch_size"] // 2 or 1)
             if OBJECTIVES[stage.objective].reads_text:  # the documents cut short: every path, not the real length

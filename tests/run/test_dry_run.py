@@ -165,7 +165,7 @@ def test_the_miniature_at_real_shapes_trains_a_stand_in_corpus_in_micro_batches(
     """designM-llama32.yaml's packed corpus is the user's: the miniature trains on one stand-in shard of
     sequences of the manifest's length, cut to a few tokens, in two micro-batches, with two of its checkpoints."""
     from ledger.rows.builder import files_to_come
-    from ledger.run.dry_run import SHAPED_CHECKPOINTS, TOKENS
+    from ledger.run.dry_run import SHAPED_CHECKPOINTS, SHAPED_ROWS, TOKENS
 
     path = ROOT / "protocols" / "designM-llama32.yaml"
     protocol = load_protocol(path)
@@ -176,7 +176,7 @@ def test_the_miniature_at_real_shapes_trains_a_stand_in_corpus_in_micro_batches(
     assert shard.meta["sequences"] == ROWS and shard.meta["sequence_length"] == 1025
     stage = small.arm("L").stages[0]
     assert (stage.steps, stage.checkpoint_every) == (SHAPED_CHECKPOINTS, 1)
-    assert (stage.batch_size, stage.micro_batch_size, stage.max_tokens) == (ROWS, ROWS // 2, TOKENS)
+    assert (stage.batch_size, stage.micro_batch_size, stage.max_tokens) == (SHAPED_ROWS, SHAPED_ROWS // 2, TOKENS)
     # the sweep 1, 2, 4, ..., 32 read by rank (1, ..., 6): every claim keeps its pair of loops, in order
     assert small.arm("L").evaluation.loops == [1, 2, 3, 4, 5, 6] and small.manifest("arc_easy").loops == [
         1,
