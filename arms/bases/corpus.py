@@ -189,6 +189,8 @@ def _choice(rng: random.Random, excluded: frozenset[str]) -> Example:
 _ONE_HOP: dict[str, dict] = {
     "relay": {"surface": "relay", "symbols": NAMES, "distractors": False},
     "pointer": {"surface": "pointer", "symbols": NAMES, "distractors": False},
+    "relay_lookup": {"surface": "relay", "symbols": NAMES, "distractors": True},
+    "pointer_lookup": {"surface": "pointer", "symbols": NAMES, "distractors": True},
     "reverse_inverse": {"surface": "symbolic", "symbols": N16, "operation": "reverse_inverse_table"},
     "reverse_forward": {"surface": "symbolic", "symbols": N16, "operation": "reverse_forward_table"},
 }
@@ -196,11 +198,48 @@ _ONE_HOP: dict[str, dict] = {
 
 def _one_hop(kind: str, seed: int, split: str) -> tuple[Example, list[str]]:
     """One single-hop row of ``kind`` as the protocols render it (relay and pointer sentences over names with no
-    distractor rules; the reverse operation with or without its inverse table), with its answer symbols."""
+    distractor rules, or with every name given a rule for the ``_lookup`` kinds; the reverse operation with or
+    without its inverse table), with its answer symbols."""
     from ledger.rows.tasks.rule_chasing import generate_rule_chasing
 
     (row,) = generate_rule_chasing(depth_range=(1, 1), rows_per_depth=1, seed=seed, split=split, **_ONE_HOP[kind])
     return Example(kind=kind, prompt=row.prompt, answer=" " + row.answer, depth=1), sorted(row.symbols)
+
+
+# where a sentence surface's question starts (the start name follows), and a rule's line up to its receiver
+_SENTENCE_QUESTION = {"relay": "\n\n{} has the key on day 0.", "pointer": "\n\nStart at {}'s note"}
+_SENTENCE_RECALL = {"relay": "{} always passes the key to", "pointer": "{}'s note points to"}
+
+
+def _sentence_lookup(rng: random.Random, recipe: PretrainRecipe, kind: str, size: int) -> Example:
+    """A one-hop relay or pointer lookup for training (the ``_lookup`` kinds): ``size`` random names, each with a
+    rule, rendered as the protocols render it, then further starts of the same table and recalled lines ("Ben
+    always passes the key to" then " Max"), as the symbolic lookup's follow-ups and recalls."""
+    from ledger.rows.tasks.rule_chasing import generate_rule_chasing
+
+    surface = _ONE_HOP[kind]["surface"]
+    names = rng.sample(NAMES, size)
+    (row,) = generate_rule_chasing(
+        depth_range=(1, 1),
+        rows_per_depth=1,
+        seed=rng.randrange(2**31),
+        split="pretrain",
+        **{**_ONE_HOP[kind], "symbols": names},
+    )
+    marker = _SENTENCE_QUESTION[surface].format(row.start)
+    question = row.prompt[row.prompt.index(marker) + 2 :].replace(row.start, "{}", 1)
+    others = [name for name in row.table if name != row.start]
+    rng.shuffle(others)
+    pairs = [
+        (question.format(name), " " + row.table[name]) for name in others[: rng.randint(*recipe.lookup_questions) - 1]
+    ]
+    movers = [name for name in row.table if row.table[name] != name]  # a relay rule that keeps the key has no receiver
+    rng.shuffle(movers)
+    pairs += [
+        (_SENTENCE_RECALL[surface].format(name), " " + row.table[name])
+        for name in movers[: rng.randint(*recipe.lookup_recalls)]
+    ]
+    return Example(kind=kind, prompt=row.prompt, answer=" " + row.answer, depth=1, followups=tuple(pairs))
 
 
 def _reverse(rng: random.Random, recipe: PretrainRecipe, kind: str, sizes: tuple[int, int]) -> Example:
@@ -273,6 +312,8 @@ def synthetic_corpus(recipe: PretrainRecipe, step: int, batch_size: int | None =
             batch.append(_arithmetic(rng, recipe))
         elif kind == "choice":
             batch.append(_choice(rng, excluded))
+        elif kind in ("relay_lookup", "pointer_lookup"):
+            batch.append(_sentence_lookup(rng, recipe, kind, _lookup_size(recipe, step, rng)))
         elif kind in _ONE_HOP and reverse_sizes is not None and kind.startswith("reverse"):
             batch.append(_reverse(rng, recipe, kind, reverse_sizes))
         elif kind in _ONE_HOP:

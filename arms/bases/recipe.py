@@ -50,11 +50,23 @@ Kind = Literal[
     "reverse_forward",
     "text",
     "tier1",
+    "relay_lookup",
+    "pointer_lookup",
 ]
 KINDS: tuple[Kind, ...] = get_args(Kind)  # the corpus kinds, in the Literal's order
 # the skills a base may be taught beyond the symbolic lookup, each measured on held-out single-hop rows (tier1: on
 # the pool's own rows): what a protocol built on the base extends or guards
-SKILLS: tuple[Kind, ...] = ("relay", "pointer", "reverse_inverse", "reverse_forward", "tier1")
+# (relay and pointer rows without distractors list two rules, so their answer is the only other name: no lookup;
+# relay_lookup and pointer_lookup give every name a rule, and only a lookup answers them)
+SKILLS: tuple[Kind, ...] = (
+    "relay",
+    "pointer",
+    "reverse_inverse",
+    "reverse_forward",
+    "tier1",
+    "relay_lookup",
+    "pointer_lookup",
+)
 
 
 class CurriculumStage(_Strict):

@@ -412,3 +412,45 @@ def test_reverse_tables_grow_in_stages_and_ask_several_starts_each_answered_by_t
         assert all(len(re.findall(r"^[A-P] -> [A-P]$", e.prompt, re.M)) == 16 * (1 + (kind == "reverse_inverse"))
                    for e, _ in held_out[kind])  # fmt: skip
         assert all(not e.followups for e, _ in held_out[kind])
+
+
+SKILLS_V3_RECIPE = ROOT / "bases" / "tiny-base-skills-v3.recipe.yaml"
+
+
+def _sentence_rules(prompt: str) -> dict[str, str]:
+    """The rules a relay or pointer prompt lists: giver -> receiver (a relay rule that keeps the key maps to itself)."""
+    rules = dict(re.findall(r"^(\w+) always passes the key to (\w+)\.$", prompt, re.M))
+    rules |= {name: name for name in re.findall(r"^(\w+) always keeps the key\.$", prompt, re.M)}
+    return rules | dict(re.findall(r"^(\w+)'s note points to (\w+)\.$", prompt, re.M))
+
+
+def test_sentence_lookups_give_every_name_a_rule_so_only_a_lookup_answers():
+    """tiny-base-skills-v3: a relay or pointer lookup lists a rule for every name of its table (the stage's size), is
+    answered by the start's rule, and its follow-up starts and recalled lines by theirs; held out, every one of the
+    24 names has a rule. The kinds without distractors list two rules, the answer the only name besides the start."""
+    from arms.bases.corpus import heldout_skills
+
+    recipe = load_recipe(SKILLS_V3_RECIPE)
+    assert recipe.init_from.sha256 == (ROOT / "bases" / "tiny-base-skills-v2" / "SHA256").read_text().split()[0]
+    for step, sizes in ((0, {4}), (1200, {4, 8}), (2500, {4, 8, 16, 24})):
+        examples = [
+            e for at in range(step, step + 4) for e in synthetic_corpus(recipe, at) if e.kind.endswith("_lookup")
+        ]
+        assert {e.kind for e in examples} == {"relay_lookup", "pointer_lookup"}
+        for example in examples:
+            rules = _sentence_rules(example.prompt)
+            names_in_table = set(re.findall(r"^(\w+)(?: always|'s note)", example.prompt, re.M))
+            assert set(rules) == names_in_table and len(rules) in sizes  # the stage's sizes: a rule for every name
+            start = re.search(r"(\w+) has the key on day 0|Start at (\w+)'s note", example.prompt).group(1, 2)
+            assert example.answer == " " + rules[next(name for name in start if name)]
+            for question, answer in example.followups:
+                asked = re.search(r"^(\w+)(?: has the key on day 0| always passes the key to$|'s note points to$)|"
+                                  r"Start at (\w+)'s note", question).group(1, 2)  # fmt: skip
+                assert answer == " " + rules[next(name for name in asked if name)]
+    held_out = heldout_skills(recipe)
+    for kind in ("relay_lookup", "pointer_lookup"):
+        assert all(len(_sentence_rules(e.prompt)) == 24 and not e.followups for e, _ in held_out[kind])
+    for kind in ("relay", "pointer"):
+        for example, _ in held_out[kind]:
+            start = re.search(r"(\w+) has the key on day 0|Start at (\w+)'s note", example.prompt).group(1, 2)
+            assert set(_sentence_rules(example.prompt)) - set(start) == {example.answer.strip()}
