@@ -105,12 +105,20 @@ class LocalObjects(ArtifactStore):
         return locate(recorded, sha256, self.search)
 
 
+_FOLDERS = (OBJECTS, "sha256")  # the folders of content-named files under a root
+
+
 def locate(recorded: str | None, sha256: str, roots: Iterable[Path]) -> Path | None:
     """The file of a recorded artifact, or None when it is in none of the places searched. A recorded path is
     taken relative to each root (or as it is, if absolute) and must stay inside a root once resolved, links
-    followed: one that leads elsewhere raises ``ArtifactOutsideRoot`` before anything is opened."""
+    followed (a root's ``objects/`` may itself be a link, to keep the weights on another disk; what is under it
+    must stay under where it leads): one that leads elsewhere raises ``ArtifactOutsideRoot`` before anything is
+    opened."""
     roots = list(roots)
-    resolved_roots = [root.resolve() for root in roots]
+    # a root, and its content-named folders where they are links of the user's (objects/ kept on another disk)
+    resolved_roots = [
+        place for root in roots for place in (root.resolve(), *((root / name).resolve() for name in _FOLDERS))
+    ]
     candidates: list[Path] = []
     if recorded:
         path = Path(recorded)
@@ -124,7 +132,8 @@ def locate(recorded: str | None, sha256: str, roots: Iterable[Path]) -> Path | N
         candidates += named
     for root in roots:
         for candidate in (root / object_path(sha256), root / "sha256" / sha256[:2] / sha256):
-            if candidate.is_file() and not candidate.resolve().is_relative_to(root.resolve()):
+            folder = candidate.parent.parent.resolve()  # OBJECTS or sha256/, a link of the user's or not
+            if candidate.is_file() and not candidate.resolve().is_relative_to(folder):
                 raise ArtifactOutsideRoot(
                     f"{candidate} is a link to {candidate.resolve()}, outside the artifacts root {root}: not opened"
                 )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ledger.store.artifacts import ArtifactsRefused, kind_of, open_artifacts
+from ledger.store.artifacts import ArtifactOutsideRoot, ArtifactsRefused, kind_of, open_artifacts
 from ledger.store.objects import LocalObjects
 
 
@@ -20,6 +20,26 @@ def test_a_folder_is_the_local_store_written_first_searched_with_the_ledgers_own
     sha, recorded = store.put(written)
     assert store.locate(recorded, sha) == tmp_path / "a" / recorded
     assert store.locate(None, sha) == tmp_path / "a" / recorded  # by content name alone
+
+
+def test_objects_kept_on_another_disk_by_a_link_are_found_and_what_is_under_them_stays_there(tmp_path):
+    store = open_artifacts([tmp_path / "runs"], f"sqlite:///{tmp_path / 'runs' / 'l.db'}")
+    written = store.temporary("x.bin")
+    written.write_bytes(b"weights")
+    sha, recorded = store.put(written)
+    (tmp_path / "runs" / "objects").rename(tmp_path / "scratch")  # the user moves the weights to a bigger disk
+    (tmp_path / "runs" / "objects").symlink_to(tmp_path / "scratch")
+    assert store.locate(recorded, sha) == tmp_path / "runs" / recorded
+    assert store.locate(None, sha) == tmp_path / "runs" / recorded
+    found = store.locate(recorded, sha)
+    assert found is not None and found.read_bytes() == b"weights"
+    (tmp_path / "secret").write_bytes(b"not a checkpoint")
+    found.unlink()
+    found.symlink_to(tmp_path / "secret")  # a file under the linked folder that leads out of it
+    with pytest.raises(ArtifactOutsideRoot):
+        store.locate(recorded, sha)
+    with pytest.raises(ArtifactOutsideRoot):
+        store.locate(None, sha)
 
 
 def test_without_a_location_the_ledgers_folder_is_the_root(tmp_path):
