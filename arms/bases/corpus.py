@@ -226,17 +226,16 @@ def _sentence_lookup(rng: random.Random, recipe: PretrainRecipe, kind: str, size
         split="pretrain",
         **{**_ONE_HOP[kind], "symbols": names},
     )
-    marker = _SENTENCE_QUESTION[surface].format(row.start)
-    question = row.prompt[row.prompt.index(marker) + 2 :].replace(row.start, "{}", 1)
-    others = [name for name in row.table if name != row.start]
+    table, start = row.table or {}, row.start or ""  # a rule-chasing row has both
+    marker = _SENTENCE_QUESTION[surface].format(start)
+    question = row.prompt[row.prompt.index(marker) + 2 :].replace(start, "{}", 1)
+    others = [name for name in table if name != start]
     rng.shuffle(others)
-    pairs = [
-        (question.format(name), " " + row.table[name]) for name in others[: rng.randint(*recipe.lookup_questions) - 1]
-    ]
-    movers = [name for name in row.table if row.table[name] != name]  # a relay rule that keeps the key has no receiver
+    pairs = [(question.format(name), " " + table[name]) for name in others[: rng.randint(*recipe.lookup_questions) - 1]]
+    movers = [name for name in table if table[name] != name]  # a relay rule that keeps the key has no receiver
     rng.shuffle(movers)
     pairs += [
-        (_SENTENCE_RECALL[surface].format(name), " " + row.table[name])
+        (_SENTENCE_RECALL[surface].format(name), " " + table[name])
         for name in movers[: rng.randint(*recipe.lookup_recalls)]
     ]
     return Example(kind=kind, prompt=row.prompt, answer=" " + row.answer, depth=1, followups=tuple(pairs))
