@@ -46,8 +46,11 @@ if [[ "$lock" != requirements/cuda.lock ]]; then
         sources+=(--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
     fi
 fi
-# --no-deps: the lock is the whole closure, so nothing is resolved at install time.
+# --no-deps: the lock is the whole closure, so nothing is resolved at install time. --compile-bytecode: each
+# `ledger` process would otherwise compile transformers, torch's compiler stack and sympy from source on every
+# start where bytecode is not written back (PYTHONDONTWRITEBYTECODE, a read-only environment): seconds a command.
 requirements=()
 for file in "$lock" "${extra[@]}"; do requirements+=(-r "$file"); done
-"$venv"/bin/uv pip install --quiet --python "$venv"/bin/python --no-deps --require-hashes "${sources[@]}" "${requirements[@]}"
+"$venv"/bin/uv pip install --quiet --python "$venv"/bin/python --no-deps --require-hashes --compile-bytecode \
+    "${sources[@]}" "${requirements[@]}"
 "$venv"/bin/uv pip install --quiet --python "$venv"/bin/python --no-deps --no-build-isolation -e .

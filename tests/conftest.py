@@ -49,7 +49,7 @@ def shared_reference():
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request, tmp_path):
     """An empty ledger database URL, once per backend (tests/databases.py: PostgreSQL needs
-    LEDGER_TEST_POSTGRES_URL, from `bash .ci/postgres.sh`; without it those cases fail)."""
+    LEDGER_TEST_POSTGRES_URL, which `bash tests/run.sh` sets; without it those cases fail)."""
     from databases import fresh_database
 
     with fresh_database(request.param, tmp_path) as url:
@@ -59,14 +59,21 @@ def db_url(request, tmp_path):
 # The longest files, longest first (measured with --durations): handed out first, they spread over
 # both workers instead of one of them ending the run alone.
 LONGEST_FIRST = (
-    "test_phaseA_tiny.py",  # the end-to-end miniature (`-m long`)
+    "test_phaseA_tiny.py",  # the README's first command end to end (`-m long`, about 12 min)
+    "test_slurm.py",  # the long call's next longest, then the default suite's
+    "test_designM_tiny.py",
     "test_runner.py",
+    "test_compiled_block.py",
     "test_claim_scope.py",  # four runs into one ledger (about 2 min)
-    "test_distributed.py",
-    "test_check_property.py",
-    "test_export.py",
-    "test_phaseA_tiny_setup.py",
+    "test_pinned_hashes.py",
     "test_gpu_check.py",
+    "test_distributed.py",
+    "test_lm_eval_harness.py",
+    "test_check_property.py",
+    "test_phaseA_tiny_setup.py",
+    "test_rehash_lineage.py",
+    "test_export_hf.py",
+    "test_export.py",
 )
 
 
@@ -80,3 +87,7 @@ def pytest_configure(config):
     # the few-test long files last; keep the order pytest_collection_modifyitems sets.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+
+
+# Nothing is skipped (tests/no_skips.py): a skip is reported as a failure that names `bash tests/run.sh`.
+from no_skips import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401

@@ -1,7 +1,7 @@
 """The backends the store runs on, for tests: a SQLite file, or a fresh PostgreSQL database.
 
-The PostgreSQL cases need a server: `eval "$(bash .ci/postgres.sh)"` starts a throwaway one
-and exports LEDGER_TEST_POSTGRES_URL (`.ci/run` does this before the tests). Each case
+The PostgreSQL cases need a server: `bash tests/run.sh` starts a throwaway one with `.ci/postgres.sh`,
+which exports LEDGER_TEST_POSTGRES_URL. Each case
 gets a database of its own (``CREATE DATABASE ledger_<random>``, dropped afterwards), so
 xdist workers never share one. Without the variable the PostgreSQL cases fail and say how
 to start the server: a backend that is not tested is a failure, not a skip.
@@ -40,8 +40,8 @@ def postgres_base_url() -> URL:
     value = os.environ.get(ENV_VAR, "").strip()
     if not value:
         pytest.fail(
-            f"{ENV_VAR} is not set: the PostgreSQL cases of the store tests need a server. Start a "
-            f'throwaway one with `eval "$(bash .ci/postgres.sh)"` (it exports {ENV_VAR}), or point '
+            f"{ENV_VAR} is not set: the PostgreSQL cases of the store tests need a server. `bash tests/run.sh` "
+            f'starts a throwaway one (`eval "$(bash .ci/postgres.sh)"` alone exports {ENV_VAR}), or point '
             f"{ENV_VAR} at a postgresql+psycopg:// URL whose user may CREATE DATABASE.",
             pytrace=False,
         )

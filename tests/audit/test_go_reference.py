@@ -1,6 +1,6 @@
 """The reference implementations read what the ledger writes, and refuse what it refuses: Go's
 golang.org/x/mod/sumdb/note opens our signed heads, sumdb/tlog checks our inclusion and consistency proofs
-(tests/audit/go/refcheck.go, built here against Debian's golang-go and golang-golang-x-mod-dev, which `.ci/run`
+(tests/audit/go/refcheck.go, built here against Debian's golang-go and golang-golang-x-mod-dev, which `bash tests/run.sh`
 installs). Every malformed note below is refused by both, or accepted by both."""
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ def refcheck(tmp_path_factory) -> Path:
     go = shutil.which("go")
     if go is None or not (Path(GOPATH) / "src/golang.org/x/mod/sumdb/note").is_dir():
         pytest.fail(
-            "the Go cross-check needs Go and golang.org/x/mod: apt-get install golang-go golang-golang-x-mod-dev "
-            "(.ci/run installs them)",
+            "the Go cross-check needs Go and golang.org/x/mod: `bash tests/run.sh` installs them (Debian's "
+            "golang-go and golang-golang-x-mod-dev)",
             pytrace=False,
         )
     folder = tmp_path_factory.mktemp("refcheck")

@@ -553,6 +553,7 @@ def require_reference() -> None:
     assert REFERENCE.is_dir(), f"the released reference data is missing: expected it at {REFERENCE}"
 
 
+@pytest.mark.long  # a minute of subprocesses: the long call
 def test_external_audit_verifies_from_an_empty_database(tmp_path, capsys, monkeypatch):
     require_reference()
     monkeypatch.chdir(ROOT)

@@ -1,5 +1,6 @@
 """Every bench under bench/ runs in a small mode here, so that none can rot: a bench whose code no longer runs
-fails the suite, not the next person who wants its figure. Each test checks what the bench prints, not only
+fails the release check (`bash bench/release_check.sh`, where these run: they time the tools, and the behaviour
+they time has tests of its own in CI), not the next person who wants its figure. Each test checks what the bench prints, not only
 that it exits 0; the figures themselves are measured at full size by hand (bench/README.md)."""
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def test_every_bench_has_a_small_mode_in_the_suite():
     assert benches and not untested, f"benches without a small-mode test in tests/bench: {untested}"
 
 
+@pytest.mark.release
 def test_verify_scale_small_verifies_every_size():
     out = bench("verify_scale.py", "--small").stdout
     lines = {line.split("  ")[0].strip(): line for line in out.splitlines() if line.startswith("verify")}
@@ -41,6 +43,7 @@ def test_verify_scale_small_verifies_every_size():
     assert "2,000 rows" in out and "4,000 rows" in out
 
 
+@pytest.mark.release
 @pytest.mark.models
 def test_stop_at_depth_small_times_both_ranges_with_equal_losses():
     out = bench("stop_at_depth.py", "--batch", "4", "--batches", "2").stdout
@@ -50,6 +53,7 @@ def test_stop_at_depth_small_times_both_ranges_with_equal_losses():
     assert all(float(row[3]) > 0 and float(row[4]) > 0 for row in rows)
 
 
+@pytest.mark.release
 @pytest.mark.models
 def test_loop_cost_small_prints_every_variant_per_loop_count():
     args = ["--quick", "--hidden", "128", "--seq", "16", "--repeats", "1", "--loops", "1", "2", "--vocab", "1024"]
@@ -60,6 +64,7 @@ def test_loop_cost_small_prints_every_variant_per_loop_count():
     assert merged < 1e-4
 
 
+@pytest.mark.release
 @pytest.mark.models
 def test_host_syncs_counts_every_path():
     out = bench("host_syncs.py").stdout
@@ -68,17 +73,20 @@ def test_host_syncs_counts_every_path():
     assert float(counts["forward, per loop"]) == 0  # the recurrent loop never waits on the host
 
 
+@pytest.mark.release
 def test_cli_startup_against_this_revision():
     out = bench("cli_startup.py", "--base", "HEAD", "--repeats", "1", timeout=900).stdout
     assert re.search(r"^ledger --help\s+\S+s\s+\S+s\s+\S+$", out, re.M), out
     assert re.search(r"^ledger verify claims/external/ \(empty db\)\s+\S+s\s+\S+s\s+\S+$", out, re.M), out
 
 
+@pytest.mark.release
 def test_install_time_small_installs_the_lock():
     out = bench("--small", script="install_time.sh").stdout
     assert re.search(r"^lock with uv   small:\s+\S+ s  rc=0$", out, re.M), out
 
 
+@pytest.mark.release
 def test_check_budget_small_checks_the_maximal_protocol_and_refuses_past_it():
     out = bench("check_budget.py", "--small").stdout
     assert re.search(r"^check smoke\.yaml\s+\S+s\s+1\.00$", out, re.M), out

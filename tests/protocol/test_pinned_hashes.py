@@ -81,6 +81,7 @@ BEFORE_THE_ACQUISITION_RULE = {
 STEPS = [(relative, index) for relative in sorted(DEVIATIONS) for index in range(len(_steps(relative)))]
 
 
+@pytest.mark.long  # every recorded version replayed (minutes): the long call
 @pytest.mark.parametrize("relative,index", STEPS, ids=[f"{r}-step{i + 1}" for r, i in STEPS])
 def test_a_new_version_is_a_recorded_deviation_of_exactly_its_items(relative: str, index: int, tmp_path: Path) -> None:
     """A ledger holding the version before (its kept text and claims, or for the num_layers fix that version's

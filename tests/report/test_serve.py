@@ -1,7 +1,7 @@
 """`ledger serve`: the auditor's web view, opened in a real headless browser.
 
 The ledger is the tiny verify project with readings no claim uses (``test_claim_selection``), its
-outcomes recorded. Chromium (the distribution's package; `.ci/run` installs it) renders each page with
+outcomes recorded. Chromium (the distribution's package; `bash tests/run.sh` installs it) renders each page with
 its scripts run, and the test follows the links a person would click: every claim -> one claim -> its
 test's evidence rows -> the checkpoint that read them and its lineage; and the report.
 """
@@ -115,7 +115,9 @@ def _chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    pytest.fail("no Chromium found: install the distribution's package (apt-get install chromium); .ci/run does")
+    pytest.fail(
+        "no Chromium found: `bash tests/run.sh` installs it (the distribution's package chromium)", pytrace=False
+    )
 
 
 def _render(browser: str, url: str) -> tuple[str, list[str]]:

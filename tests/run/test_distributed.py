@@ -49,6 +49,7 @@ def _arm_a_only(folder) -> tuple:
     return protocol, folder / "claims.yaml"
 
 
+@pytest.mark.long  # processes that train: the long call
 def test_two_cpu_ranks_train_one_arm_record_it_once_and_follow_the_single_process_loss(reference, tmp_path):
     folder, _, _ = reference
     protocol, claims = _arm_a_only(tmp_path)
@@ -79,6 +80,7 @@ def test_two_cpu_ranks_train_one_arm_record_it_once_and_follow_the_single_proces
     assert verified.stdout.count("supported") >= 2
 
 
+@pytest.mark.long  # processes that train: the long call
 def test_parallel_processes_write_one_ledger_judge_the_claims_once_and_reproduce_one_process_byte_for_byte(
     reference, tmp_path
 ) -> None:

@@ -124,15 +124,8 @@ REAL_SCALE = {
 }
 
 
-@pytest.mark.long
-@pytest.mark.parametrize("name", list(REAL_SCALE))
-def test_a_real_scale_protocol_runs_every_arm_at_its_shapes_with_no_weights(name):
-    """A paper's protocol run on its miniature with every arm built at its base's shapes in bf16 (Qwen2.5 for
-    Phase A; TinyLlama-1.1B and Llama-3.2-1B for design M): a step of every stage (of a part of its tensors, with
-    the reason, where the whole training state would not fit this machine), stand-ins for the ARC files and token corpora the user supplies,
-    every evaluated manifest read at every loop, every claim judged in the throwaway ledger. Its time and peak
-    memory are printed (`-s`); with a 15 GiB ceiling the peak stays under 16 GiB."""
-    arms, benchmarks, corpora = REAL_SCALE[name]
+def dry_run(protocol: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """`ledger check PROTOCOL --dry-run --random-weights --memory-limit 15` in a process of its own, and its time."""
     started = time.monotonic()
     result = subprocess.run(
         [
@@ -140,7 +133,7 @@ def test_a_real_scale_protocol_runs_every_arm_at_its_shapes_with_no_weights(name
             "-m",
             "ledger",
             "check",
-            f"protocols/{name}.yaml",
+            str(protocol),
             "--dry-run",
             "--random-weights",
             "--memory-limit",
@@ -151,17 +144,18 @@ def test_a_real_scale_protocol_runs_every_arm_at_its_shapes_with_no_weights(name
         text=True,
         timeout=3000,
     )
-    seconds = time.monotonic() - started
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # the largest child so far
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    out = " ".join(result.stdout.split())
-    narrowed = [line for line in result.stdout.splitlines() if "steps a part:" in line]
-    stepped = [line for line in result.stdout.splitlines() if "first update:" in line]
-    print(f"{name}.yaml dry run with random weights: {seconds:.0f} s, peak {peak:.1f} GiB; {len(narrowed)} stages")
-    print("\n".join(narrowed))
-    stages = sum(
-        len(arm["stages"]) for arm in yaml.safe_load((ROOT / "protocols" / f"{name}.yaml").read_text())["arms"]
-    )
+    return result, time.monotonic() - started
+
+
+def assert_every_arm_stage_and_claim_ran(name: str, stdout: str) -> None:
+    """The dry run of protocols/NAME.yaml stepped every stage of every arm, read the user's files as stand-ins,
+    and judged every claim in its throwaway ledger."""
+    arms, benchmarks, corpora = REAL_SCALE[name]
+    out = " ".join(stdout.split())
+    stepped = [line for line in stdout.splitlines() if "first update:" in line]
+    protocol = yaml.safe_load((ROOT / "protocols" / f"{name}.yaml").read_text())
+    stages = sum(len(arm["stages"]) for arm in protocol["arms"])
     assert len(stepped) == stages, "\n".join(stepped)  # every stage took its step, whole or in part
     assert "random weights shaped by" in out and "the built-in word tokenizer standing in" in out
     for arm in arms:
@@ -170,13 +164,70 @@ def test_a_real_scale_protocol_runs_every_arm_at_its_shapes_with_no_weights(name
         assert f"manifest {benchmark}: " in out and "stand-in questions under its first ids" in out
     for corpus in corpora:  # the user's packed corpora, not here: a stand-in shard trained on
         assert f"manifest {corpus}: " in out and "stand-in sequences" in out
-    protocol = yaml.safe_load((ROOT / "protocols" / f"{name}.yaml").read_text())
     claims = [
         claim
         for file in protocol["claims"]
         for claim in yaml.safe_load((ROOT / "protocols" / file).read_text())["claims"]
     ]
     assert f"{len(claims)} claims judged in the throwaway ledger" in out, out
+
+
+# The real architectures at a width a CI run can afford: every layer kept (the surgery's split and the bases'
+# num_layers name layers), each layer 64 wide with 4 heads, and the vocabulary of the word tokenizer that stands in.
+NARROW = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2}
+
+
+def narrow_copy(name: str, folder: Path) -> Path:
+    """protocols/NAME.yaml copied into FOLDER, each base a local folder holding its shipped config.json at the
+    ``NARROW`` widths (its class, layers, norms, RoPE and tied or untied head as shipped); the claim files are the
+    repository's own."""
+    from arms.bases.builtin import word_tokenizer
+    from arms.bases.shapes import config_folder
+
+    document = yaml.safe_load((ROOT / "protocols" / f"{name}.yaml").read_text())
+    for base in document["bases"].values():
+        config = json.loads((config_folder(base["source"]) / "config.json").read_text())
+        config.update(NARROW, vocab_size=len(word_tokenizer()))
+        if config.get("head_dim"):  # Llama 3.2 states its head width; the narrow one is hidden / heads
+            config["head_dim"] = NARROW["hidden_size"] // NARROW["num_attention_heads"]
+        shape = folder / "bases" / base["source"].replace("/", "--")
+        shape.mkdir(parents=True)
+        (shape / "config.json").write_text(json.dumps(config, indent=2))
+        base["source"] = str(shape)
+    (folder / "protocols").mkdir()
+    (folder / "claims").symlink_to(ROOT / "claims")
+    copy = folder / "protocols" / f"{name}.yaml"
+    copy.write_text(yaml.safe_dump(document, sort_keys=False))
+    return copy
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("name", list(REAL_SCALE))
+def test_a_real_scale_protocol_runs_every_arm_at_narrow_widths(name, tmp_path):
+    """Each paper's protocol as written (every arm, stage, optimiser, schedule, recurrence, evaluated manifest and
+    claim) on its bases' own architectures at narrow widths: what the release check runs at the real shapes, in
+    the time CI has. The real widths' memory ceiling and the part-stepping it forces are the release check's."""
+    result, seconds = dry_run(narrow_copy(name, tmp_path))
+    print(f"{name}.yaml dry run at narrow widths: {seconds:.0f} s")
+    assert_every_arm_stage_and_claim_ran(name, result.stdout)
+    assert "steps a part:" not in result.stdout  # at these widths every stage steps every tensor
+
+
+@pytest.mark.release
+@pytest.mark.parametrize("name", list(REAL_SCALE))
+def test_a_real_scale_protocol_runs_every_arm_at_its_shapes_with_no_weights(name):
+    """A paper's protocol run on its miniature with every arm built at its base's shapes in bf16 (Qwen2.5 for
+    Phase A; TinyLlama-1.1B and Llama-3.2-1B for design M): a step of every stage (of a part of its tensors, with
+    the reason, where the whole training state would not fit this machine), stand-ins for the ARC files and token
+    corpora the user supplies, every evaluated manifest read at every loop, every claim judged in the throwaway
+    ledger. Its time and peak memory are printed (`-s`); with a 15 GiB ceiling the peak stays under 16 GiB.
+    Half an hour to an hour on 2 cores: `bash bench/release_check.sh` runs it."""
+    result, seconds = dry_run(ROOT / "protocols" / f"{name}.yaml")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20  # the largest child so far
+    narrowed = [line for line in result.stdout.splitlines() if "steps a part:" in line]
+    print(f"{name}.yaml dry run with random weights: {seconds:.0f} s, peak {peak:.1f} GiB; {len(narrowed)} stages")
+    print("\n".join(narrowed))
+    assert_every_arm_stage_and_claim_ran(name, result.stdout)
     assert peak < 16, f"peak {peak:.1f} GiB"
 
 

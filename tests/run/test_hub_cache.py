@@ -57,6 +57,7 @@ def _protocol(folder: Path, source: str) -> Path:
     return path
 
 
+@pytest.mark.long  # a run end to end: the long call
 def test_a_cached_hub_id_runs_as_its_snapshot_folder_and_is_recorded_by_its_weights(tmp_path):
     env = {"HF_HUB_CACHE": str(_fake_cache(tmp_path)), "HF_HUB_OFFLINE": "1"}
     protocol = _protocol(tmp_path, "acme/tiny-base")

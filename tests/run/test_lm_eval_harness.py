@@ -13,7 +13,7 @@ from run_helpers import ledger_cli
 
 from ledger.store import open_store
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.long]  # lm-eval runs end to end, a minute and more: the long call
 
 OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 

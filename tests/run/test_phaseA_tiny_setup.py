@@ -59,6 +59,7 @@ def test_shipped_base_matches_its_record_and_the_protocol(protocol, name):
         assert verify_base_hash(ROOT / "bases" / init_from["path"], expected=init_from["sha256"])
 
 
+@pytest.mark.long  # half a minute and more: the long call
 @pytest.mark.parametrize("base", ["tiny-base", "tiny-base-v2"])
 def test_pretrain_base_with_the_shipped_recipe_reproduces_the_first_logged_steps(tmp_path, base):
     """Same code path, same recipe: the first logged losses equal the shipped training log's
@@ -266,6 +267,7 @@ def test_version_3_can_support_its_noninferiority_claim_at_all():
     assert stats.tango_noninferiority(0, 0, 64, 0.03).p_value > 0.05
 
 
+@pytest.mark.long  # half a minute and more: the long call
 def test_params_says_what_answer_only_reentry_costs_with_a_cache():
     result = ledger_cli("params", "protocols/phaseA-tiny-long.yaml", "--loops", "1,8")
     assert result.returncode == 0, result.stderr

@@ -31,7 +31,9 @@ def test_every_run_records_every_distribution_the_lock_torch_build_threads_and_d
     folder, _, _ = reference
     environment = _environments(folder / "ledger.db")[0]
     assert environment["distributions"] == installed_distributions() and len(environment["distributions"]) > 50
-    lock = environment["lock"]  # the tests run in an install from the lock (.ci/run: requirements/install.sh --dev)
+    lock = environment[
+        "lock"
+    ]  # the tests run in an install from the lock (tests/run.sh: requirements/install.sh --dev)
     assert lock["file"] in ("requirements/dev.lock", "requirements/cpu.lock") and lock["unmet"] == [], lock
     assert len(lock["sha256"]) == 64
     build = environment["torch_build"]
@@ -68,6 +70,7 @@ def test_a_run_folder_keeps_its_fingerprint_which_compares_identical_with_its_le
     assert f"part at stage {checkpoint['stage']}, step {step + 1}:" in differs.stdout, differs.stdout
 
 
+@pytest.mark.long  # a run end to end: the long call
 def test_resume_and_verify_in_another_environment_warn_one_line_per_difference(reference, tmp_path):
     folder, _, _ = reference
     copy = tmp_path / "copy"

@@ -86,6 +86,7 @@ def _min_per_depth(readings: list[dict], rows: dict) -> float:
     return min(right / n for right, n in tally.values())
 
 
+@pytest.mark.long  # two runs end to end: the long call
 def test_a_floor_breach_fails_the_checkpoint_and_a_later_protocol_cannot_continue_from_it(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text(PROTOCOL, encoding="utf-8")
     (tmp_path / "claims.yaml").write_text(CLAIMS, encoding="utf-8")

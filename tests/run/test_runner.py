@@ -67,6 +67,7 @@ class _Collect(HTMLParser):
         self.text += data
 
 
+@pytest.mark.long  # a run of a minute or more: the long call
 def test_sigkill_then_resume_gives_the_uninterrupted_evidence(reference, tmp_path):
     folder, elapsed, _ = reference
     db = tmp_path / "ledger.db"
@@ -89,6 +90,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_evidence(reference, tmp_pat
         assert store.query("PRAGMA integrity_check").records()[0]["integrity_check"] == "ok"
 
 
+@pytest.mark.long  # a run of a minute or more: the long call
 def test_planted_tier1_regression_is_a_hard_stop_and_the_lineage_is_refused(tmp_path):
     db = f"sqlite:///{tmp_path / 'ledger.db'}"
     args = ["run", str(SMOKE), "--db", db, "--out", str(tmp_path / "out"), "--arms", "A", "--no-progress"]
@@ -150,6 +152,7 @@ def _exploratory_smoke(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.long  # a run of a minute or more: the long call
 def test_an_exploratory_run_records_exploratory_checkpoints_that_nothing_confirmatory_may_continue(tmp_path):
     db = f"sqlite:///{tmp_path / 'ledger.db'}"
     tuning = _exploratory_smoke(tmp_path)

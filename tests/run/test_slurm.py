@@ -1,5 +1,5 @@
 """`ledger run --executor slurm` on a real single-node Slurm (`.ci/slurm.sh` starts one on 127.0.0.1 and exports
-SLURM_CONF; `.ci/run` does this before the tests) with the jobs meeting in a throwaway PostgreSQL database:
+SLURM_CONF; `bash tests/run.sh` does this before the tests) with the jobs meeting in a throwaway PostgreSQL database:
 the smoke protocol's arms as jobs give the one-process run's evidence byte for byte, `verify` passes, and a job
 requeued mid-run resumes with nothing recorded twice. Without Slurm the command is one line, exit 2, and
 writes nothing."""
@@ -68,8 +68,8 @@ def _slurm_env() -> dict[str, str]:
     conf = os.environ.get("SLURM_CONF", "")
     if not conf or not Path(conf).is_file():
         pytest.fail(
-            "SLURM_CONF is not set: the Slurm executor's tests need a cluster. Start a throwaway one with "
-            '`eval "$(bash .ci/slurm.sh)"` (it exports SLURM_CONF).',
+            "SLURM_CONF is not set: the Slurm executor's tests need a cluster. `bash tests/run.sh` starts a "
+            'throwaway one (`eval "$(bash .ci/slurm.sh)"` alone exports SLURM_CONF).',
             pytrace=False,
         )
     return {"SLURM_CONF": conf}
