@@ -83,9 +83,9 @@ install_debian_packages() {
         fail_setup "apt-get install $missing failed: see /tmp/ledger-tests-apt.log"
 }
 
-setup() {
-    install_lock
+setup() {  # the Debian packages first: as another user a missing one is said before a minute of installing
     install_debian_packages
+    install_lock
 }
 
 stop_services() {
