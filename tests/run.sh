@@ -2,7 +2,7 @@
 # The tests, on a fresh machine or a used one: installs what the suite needs where it is missing, starts a
 # throwaway PostgreSQL and Slurm on 127.0.0.1, runs the tests, stops both, and prints each part's time.
 #
-#   bash tests/run.sh              # the default suite: the developer's inner loop (about 8 minutes on 2 cores)
+#   bash tests/run.sh              # the default suite: the developer's inner loop (about 7 minutes on 2 cores)
 #   bash tests/run.sh --long       # the default suite, then the long end-to-end runs (what .ci/run runs)
 #   bash tests/run.sh --release    # the real-scale checks before a record or a release (bench/release_check.sh)
 #   bash tests/run.sh --setup      # only install what is missing (.ci/run's first part)
