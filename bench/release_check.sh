@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The release check: the real-scale checks that CI leaves out, run before a record is committed or a release made.
 #
-#   bash bench/release_check.sh                # every check marked `release` (about an hour on 2 cores, 24 GiB)
+#   bash bench/release_check.sh                # every check marked `release` (about 25 minutes on 2 cores, 24 GiB)
 #   bash bench/release_check.sh -- -k llama32  # one of them (pytest's options after --)
 #
 # Today that is the three papers' protocols (phaseA, designM-tinyllama, designM-llama32) dry-run with random
