@@ -3,7 +3,8 @@
 # throwaway PostgreSQL and Slurm on 127.0.0.1, runs the tests, stops both, and prints each part's time.
 #
 #   bash tests/run.sh              # the default suite: the developer's inner loop (about 7 minutes on 2 cores)
-#   bash tests/run.sh --long       # the default suite, then the long end-to-end runs (what .ci/run runs)
+#   bash tests/run.sh --long       # the default suite, then the long end-to-end runs
+#   bash tests/run.sh --long-only  # the long end-to-end runs alone (.ci/run's call after the default suite)
 #   bash tests/run.sh --release    # the real-scale checks before a record or a release (bench/release_check.sh)
 #   bash tests/run.sh --setup      # only install what is missing (.ci/run's first part)
 #   bash tests/run.sh -- -k store  # pytest's own options after --, for the default suite
@@ -22,11 +23,12 @@ pytest_args=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --long) mode=long ;;
+        --long-only) mode=long-only ;;
         --release) mode=release ;;
         --setup) mode=setup ;;
-        -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --) shift; pytest_args=("$@"); break ;;
-        *) echo "tests/run.sh: unknown option $1 (use --long, --release, --setup or -- PYTEST_OPTIONS)" >&2; exit 2 ;;
+        *) echo "tests/run.sh: unknown option $1 (use --long, --long-only, --release, --setup or -- PYTEST_OPTIONS)" >&2; exit 2 ;;
     esac
     shift
 done
@@ -118,6 +120,9 @@ case $mode in
         ;;
     long)
         timed "default suite" "${pytest[@]}" --durations=15 || status=$?
+        timed "long call" "${pytest[@]}" -m long --durations=30 || status=$?
+        ;;
+    long-only)
         timed "long call" "${pytest[@]}" -m long --durations=30 || status=$?
         ;;
     release)  # one at a time: each builds models of a billion parameters and keeps under a 15 GiB ceiling
