@@ -33,17 +33,7 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 
-started=$(date +%s)
-timings=()
-timed() {  # timed NAME COMMAND...: run it, and keep "NAME: N s" for the summary
-    local name=$1 begin status=0
-    shift
-    begin=$(date +%s)
-    "$@" || status=$?
-    timings+=("$name: $(($(date +%s) - begin)) s")
-    return $status
-}
-summary() { printf 'tests/run.sh: %s\n' "${timings[@]}" "total: $(($(date +%s) - started)) s"; }
+source .ci/timed.sh
 fail_setup() { echo "tests/run.sh: $*" >&2; exit 2; }
 
 # The lock's own digest marks what .venv holds, so a lock that moved is installed again.
@@ -108,7 +98,7 @@ pytest=(.venv/bin/python -m pytest -q -n 2 --dist loadfile)
 
 timed setup setup
 if [[ $mode == setup ]]; then
-    summary
+    print_timings tests/run.sh
     exit 0
 fi
 timed services start_services
@@ -129,7 +119,7 @@ case $mode in
         timed "release checks" .venv/bin/python -m pytest -q -s -m release --durations=0 "${pytest_args[@]}" || status=$?
         ;;
 esac
-summary
+print_timings tests/run.sh
 # pytest's 5 (nothing collected) is a failure here: a call that ran no test checked nothing.
 [[ $status -eq 0 ]] && exit 0
 [[ $status -eq 5 ]] && echo "tests/run.sh: pytest collected no test" >&2

@@ -62,7 +62,7 @@ def test_the_release_check_runs_the_real_scale_dry_runs_and_ci_their_narrow_twin
 def test_ci_runs_the_readmes_test_command_with_the_long_call_and_the_release_check_runs_the_rest():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "bash tests/run.sh --setup" in ci and "bash tests/run.sh --long-only" in ci
-    assert any(line.split("#")[0].strip() == 'timed "default suite" bash tests/run.sh' for line in ci.splitlines())
+    assert any(line.split("#")[0].strip() == 'part "default suite" bash tests/run.sh' for line in ci.splitlines())
     assert "bash tests/run.sh" in (ROOT / "README.md").read_text()
     assert "exec bash tests/run.sh --release" in (ROOT / "bench" / "release_check.sh").read_text()
     run = (ROOT / "tests" / "run.sh").read_text()
