@@ -23,6 +23,12 @@ def ledger_cli(*args: str, env: dict | None = None, timeout: int = 900) -> subpr
     )
 
 
+def planted_regression(arm: str) -> dict[str, str]:
+    """The environment of a ``ledger`` subprocess whose ARM regresses on Tier-1 (``fault_injection.py``)."""
+    path = os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))
+    return {"LEDGER_PLUGINS": "fault_injection", "PYTHONPATH": path, "FAULT_TIER1_REGRESSION": arm}
+
+
 def digest(db: Path) -> tuple[int, str]:
     from ledger.protocol.loader import load_protocol
     from ledger.run.records import evidence_digest

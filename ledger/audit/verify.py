@@ -44,6 +44,7 @@ from ledger.protocol.loader import ProtocolError
 from ledger.store import Store
 from ledger.store.evidence import StoreEvidence
 from ledger.store.lookups import RecordedDeviation
+from ledger.variables import unknown_variables
 
 __all__ = [
     "EXIT_OK",
@@ -135,6 +136,9 @@ def verify(
             report.errors.append(f"{path}: {exc}")
             continue
         note_versions(store, claim_file.protocol, claim_file.release is None, verdicts)
+        for flag in unknown_variable_flags(store, claim_file.protocol):
+            for verdict in verdicts:
+                verdict.flags.append(flag)
         report.verdicts.extend(verdicts)
     if environment is not None:
         report.environment = recorded_environment_differences(
@@ -175,6 +179,25 @@ def recorded_environment_differences(store: Store, protocol_names: list[str], cu
             if line not in lines:
                 lines.append(line)
     return lines
+
+
+def unknown_variable_flags(store: Store, protocol_name: str) -> list[str]:
+    """One flag per run of this protocol made with a ``LEDGER_*`` variable this ledger does not know: nothing
+    outside the protocol may change a reading, and an unknown switch is what an auditor must be told of."""
+    shas = {p.sha256 for p in store.protocols(name=protocol_name)}
+    flags = []
+    for run in store.rows_of("runs"):
+        if run["protocol_sha256"] not in shas:
+            continue
+        try:
+            recorded = json.loads(run.get("environment_json") or "{}").get("ledger_variables") or {}
+        except (ValueError, AttributeError):
+            recorded = {}
+        unknown = unknown_variables(recorded) if isinstance(recorded, dict) else []
+        if unknown:
+            shown = ", ".join(f"{name}={recorded[name]}" for name in unknown)
+            flags.append(f"run {run['run_id']} was made with {shown}: not a variable this ledger knows")
+    return flags
 
 
 @dataclass

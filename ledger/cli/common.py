@@ -9,6 +9,7 @@ from rich.console import Console
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
+EXIT_TAMPERED = 4  # a recorded file or claim whose bytes no longer hash as recorded
 EXIT_INTERNAL = 70  # a failure no check foresaw (sysexits' EX_SOFTWARE): a bug to report, never a verdict
 
 # user text (statements, descriptions, paths) is printed as written: no markup ("E[r]" stays), no emoji

@@ -21,8 +21,18 @@ import sys
 import traceback
 from pathlib import Path
 
-from ledger.cli.common import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, EXIT_REFUSED, CommandError, err, out
+from ledger.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_TAMPERED,
+    CommandError,
+    err,
+    out,
+)
 from ledger.cli.compare_commands import add_parsers as add_compare_parsers
+from ledger.cli.environmental import environmental_failure
 from ledger.cli.harness_command import add_parser as add_harness_parser
 from ledger.cli.ledger_commands import (
     cmd_db_upgrade,
@@ -508,7 +518,11 @@ def main(argv: list[str] | None = None) -> int:
         from ledger.inputs import InputFileError
         from ledger.store import DatabaseUnavailable, LineageRefused, PreregistrationRequired, database_refusal
         from ledger.store.artifacts import ArtifactOutsideRoot
+        from ledger.store.checked_file import ArtifactMismatch
 
+        if isinstance(exc, ArtifactMismatch):  # a recorded file that no longer hashes as recorded: tampered
+            err.print(f"refused: {exc}", markup=False)
+            return EXIT_TAMPERED
         if isinstance(exc, (LineageRefused, PreregistrationRequired, ArtifactOutsideRoot)):
             err.print(f"refused: {exc}", markup=False)
             return EXIT_REFUSED
@@ -519,6 +533,10 @@ def main(argv: list[str] | None = None) -> int:
             with contextlib.suppress(OSError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             return EXIT_OK
+        environmental = environmental_failure(exc)
+        if environmental is not None:  # a full disk, a permission, a missing device: the machine, not a bug
+            err.print(f"error: {environmental}", markup=False)
+            return EXIT_BAD_INPUT
         refusal = database_refusal(exc)
         if refusal is not None:  # locked, a damaged file, a dropped connection: the driver's own line
             err.print(f"error: the database refused: {refusal}", markup=False)

@@ -86,9 +86,13 @@ class Manifest(BaseModel):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(self.to_jsonl())
-        tmp.replace(path)
+        try:
+            with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(self.to_jsonl())
+            tmp.replace(path)
+        except BaseException:  # a full disk: no half-written file is left behind
+            tmp.unlink(missing_ok=True)
+            raise
         return path
 
     @classmethod

@@ -122,6 +122,7 @@ def judge_claims(runner: Any) -> list:
     paths = [(runner.protocol_dir / relative).resolve() for relative in runner.protocol.claims]
     if not paths:
         return []
-    report = verify(runner.store, paths)
+    # the run's own artifact store: a run with --artifacts DIR keeps its checkpoints there, not beside the ledger
+    report = verify(runner.store, paths, artifacts=[runner.artifacts] if runner.artifacts else None)
     record_outcomes(runner.store, report)
     return report.verdicts

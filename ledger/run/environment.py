@@ -9,7 +9,8 @@
   backend; CUDA and cuDNN, and every visible GPU;
 * the threads (torch's intra- and inter-op counts and the environment variables that set them) and
   the determinism settings (deterministic algorithms, cuDNN, TF32, float32 matmul precision);
-* the device the arms ran on, its name and the protocol's dtype.
+* the device the arms ran on, its name and the protocol's dtype;
+* every ``LEDGER_*`` variable that was set (``ledger/variables.py``) and the plugins imported.
 
 Nothing here fails a run: a value that cannot be read (no git, no CUDA) is recorded as ``None``,
 which says exactly that. ``current_environment()`` is the same record for the process asking, so
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ledger.environment import lock_record, normalise
+from ledger.plugins import plugin_modules
+from ledger.variables import set_variables
 
 # The packages the report's environment table names; every distribution is recorded.
 PACKAGES = ("ledger", "torch", "transformers", "peft", "safetensors", "accelerate")
@@ -138,6 +141,7 @@ def current_environment(project_folder: Path | None = None) -> dict[str, Any]:
     """This process's environment record (without an arm's device). torch's part is read only where
     torch is installed: an auditor's ``ledger verify`` needs none, and says so."""
     record = copy.deepcopy(_machine_and_code(project_folder.resolve() if project_folder else None))
+    record.update(ledger_variables=set_variables(), plugins=plugin_modules())
     if importlib.util.find_spec("torch") is None:
         record.update(torch=None, torch_build=None, threads=None, interop_threads=None, determinism=None)
         return record

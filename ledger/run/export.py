@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ledger.protocol.protocol import Protocol
 from ledger.store.artifacts import open_artifacts
+from ledger.store.checked_file import checked_copy
 
 
 class ExportRefused(Exception):
@@ -36,10 +37,6 @@ def export_checkpoint(
     num_loops: int | None = None,
 ) -> Path:
     """Write ``out``; ``num_loops`` (hf only) defaults to the deepest loop the arm's evaluation reads."""
-    from arms.export import write_export
-    from ledger.reader.shared import Reader
-    from ledger.run.bases import load_protocol_base
-
     if format not in FORMATS:
         raise ExportRefused(f"--format {format!r}: choose one of {', '.join(FORMATS)}")
     if num_loops is not None and (format != "hf" or num_loops < 1):
@@ -57,21 +54,31 @@ def export_checkpoint(
     file = open_artifacts(artifacts, store.url).locate(record.path, record.sha256)
     if file is None:
         raise ExportRefused(f"checkpoint file {record.path} not found: pass --artifacts DIR")
+    # the bytes loaded and written are the bytes re-hashed here: the README and provenance vouch for them
+    with checked_copy(file, record.sha256, f"checkpoint {record.sha256[:12]}") as checked:
+        return _write(store, record, registered[0], protocol, arm, checked, out, format, num_loops)
+
+
+def _write(store, record, registered, protocol: Protocol, arm, file: Path, out: Path, format: str, num_loops) -> Path:
+    """The export of ``record``, its bytes at ``file`` already checked against the recorded SHA-256."""
+    from arms.export import write_export
+    from arms.runtime import build_runtime
+    from ledger.reader.shared import Reader
+    from ledger.run.bases import load_protocol_base
+
     registrations = store.registrations(protocol.name)
     protocol_dir = Path(registrations[-1].file).parent if registrations else Path.cwd()
     base_model, tokenizer, _ = load_protocol_base(protocol.bases[arm.base], protocol_dir)
     protocol.located_at(protocol_dir)  # a local choice file's relative path starts at the protocol's folder
     reader = Reader(_symbols(protocol), tokenizer=tokenizer, chat_template=protocol.bases[arm.base].chat_template)
-    from arms.runtime import build_runtime
-
     runtime = build_runtime(arm, base_model, tokenizer, reader)
     runtime.load(file)  # refuses a file that is not this arm's
     meta = {
         "checkpoint_sha256": record.sha256,
         "arm": arm.id,
         "stage": record.stage,
-        "protocol_sha256": registered[0].sha256,
-        "protocol": canonical,
+        "protocol_sha256": registered.sha256,
+        "protocol": json.loads(registered.canonical_json),
         "reader": {"symbols": list(reader.symbols), "chat_template": reader.chat_template},
     }
     if format == "hf":

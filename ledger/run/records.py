@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.run.bases import RunRefused
+from ledger.store.checked_file import check_in_place
 
 if TYPE_CHECKING:
     from ledger.run.runner import Runner
@@ -49,7 +50,8 @@ class RunRecords:
                 f"checkpoint {recorded.sha256[:12]} is recorded but its file is in none of {self.run.objects.searched()}: "
                 "pass --artifacts DIR"
             )
-        return found
+        # a swapped file would be trained on under the recorded hash: it is re-hashed before it is loaded
+        return check_in_place(found, recorded.sha256, f"checkpoint {recorded.sha256[:12]}")
 
     def base_reference(self, base_name: str, manifest_id: str) -> str:
         """The base read on a guardrail manifest at loop 1 (evidence arm ``base:NAME``)."""

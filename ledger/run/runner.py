@@ -16,9 +16,9 @@ Order of work, each step committed to the store before the next begins:
 Resuming (``--resume``) skips whatever the store already holds: a stage whose checkpoint
 is recorded is loaded, not retrained; a manifest whose evidence is recorded is not
 re-read. A stage interrupted mid-way is re-run from its start, and because every draw
-is seeded by hashing, it reproduces the same bytes. Fault injection for tests of the
-hard-stop path: ``LEDGER_FAULT_INJECTION=tier1_regression:ARM`` makes ARM's loop-1
-Tier-1 readings wrong (a model that lost general ability).
+is seeded by hashing, it reproduces the same bytes. Nothing outside the registered protocol
+changes a reading: the tests' fault injection is a plugin of theirs (``tests/fault_injection.py``),
+and the environment record names every ``LEDGER_*`` variable and plugin a run was made with.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.protocol.check import check_protocol_file
-from ledger.protocol.manifests import GENERATORS
 from ledger.protocol.protocol import Protocol
 from ledger.rows.manifest import Manifest
 from ledger.run.after_arms import depth_gates, judge_claims, stopped_lineage, summarise, unfinished_arms
@@ -105,7 +104,6 @@ class Runner:
         }
         self.bases: dict[str, tuple] = {}  # base name -> (model, tokenizer, recorded sha)
         self.readers: dict[str, Any] = {}  # base name -> its calibrated reader
-        self.fault = _parse_fault(os.environ.get("LEDGER_FAULT_INJECTION"))
         # a tuning run's checkpoints are exploratory: nothing confirmatory may descend from them
         self.status_ok = "exploratory" if self.protocol.purpose == "exploratory" else "promoted"
         self.records = RunRecords(self)
@@ -422,15 +420,7 @@ class Runner:
 
     def evaluate_rows(self, runtime, arm, manifest_id: str, rows, progress=None):
         spec = self.protocol.manifest(manifest_id)
-        readings = read_rows(runtime, arm, spec, rows, progress)
-        return self._inject(arm.id, readings) if GENERATORS[spec.generator].reading == "choice" else readings
-
-    def _inject(self, arm_id: str, readings):
-        if self.fault == ("tier1_regression", arm_id):
-            for reading in readings:
-                reading.correct = False
-                reading.prediction = None
-        return readings
+        return read_rows(runtime, arm, spec, rows, progress)
 
     def _stage_checkpoint(self, run_id: str, stage_id: str) -> RecordedCheckpoint | None:
         found = self.store.checkpoints_of_run(run_id, stage=stage_id)
@@ -468,12 +458,3 @@ def _check_shardable(protocol: Protocol, arm_ids: list[str], ranks: int) -> None
 def _failed_gates(store, sha: str) -> str:
     failed = {gate.gate for gate in store.gate_results([sha]) if not gate.passed}
     return ", ".join(sorted(failed)) or "status failed"
-
-
-def _parse_fault(value: str | None):
-    if not value:
-        return None
-    kind, _, arm = value.partition(":")
-    if kind != "tier1_regression" or not arm:
-        raise ValueError(f"LEDGER_FAULT_INJECTION={value!r}: expected tier1_regression:ARM")
-    return kind, arm

@@ -71,3 +71,32 @@ def test_export_refuses_an_unknown_checkpoint_a_base_and_an_existing_folder(ran:
     assert existing.returncode == 2 and "exists" in existing.stderr
     for result in (unknown, refused, existing):
         assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("format", ["hf", "ledger"])
+def test_export_refuses_a_checkpoint_file_swapped_for_another_of_its_arm(ran: Path, tmp_path, format) -> None:
+    """The export vouches for the bytes it re-hashed, not for the path: a file swapped under the recorded
+    object (another checkpoint of the same arm, loadable into it) is exit 4 and writes nothing."""
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(ran, folder, ignore=shutil.ignore_patterns("out"))
+    with open_store(f"sqlite:///{folder / 'ledger.db'}") as store:
+        install, anneal = (row for row in store.rows_of("checkpoints", arm="A"))
+    recorded = next(folder.rglob(anneal["sha256"]))
+    shutil.copyfile(next(folder.rglob(install["sha256"])), recorded)
+    out = tmp_path / "export"
+    refused = ledger_cli(
+        "export",
+        anneal["sha256"][:12],
+        "--out",
+        str(out),
+        "--format",
+        format,
+        "--db",
+        f"sqlite:///{folder / 'ledger.db'}",
+    )
+    assert refused.returncode == 4, refused.stdout + refused.stderr
+    assert f"hashes to {install['sha256'][:12]}" in refused.stderr and anneal["sha256"][:12] in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not out.exists()
+    assert not list(tmp_path.glob("export*")), "nothing half-written"

@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from run_helpers import PHASE_A, ROOT, SMOKE, digest, ledger_cli
+from run_helpers import PHASE_A, ROOT, SMOKE, digest, ledger_cli, planted_regression
 
 from ledger.store import open_store
 
@@ -94,7 +94,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_evidence(reference, tmp_pat
 def test_planted_tier1_regression_is_a_hard_stop_and_the_lineage_is_refused(tmp_path):
     db = f"sqlite:///{tmp_path / 'ledger.db'}"
     args = ["run", str(SMOKE), "--db", db, "--out", str(tmp_path / "out"), "--arms", "A", "--no-progress"]
-    stopped = ledger_cli(*args, env={"LEDGER_FAULT_INJECTION": "tier1_regression:A"})
+    stopped = ledger_cli(*args, env=planted_regression("A"))
     assert stopped.returncode == 3, stopped.stdout + stopped.stderr
     assert "hard_stop" in stopped.stdout and "tier1" in stopped.stdout
     with open_store(db) as store:
