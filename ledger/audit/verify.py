@@ -40,7 +40,7 @@ from ledger.inputs import read_text
 from ledger.judge.claim_files import evaluate_claims
 from ledger.judge.claims import ClaimResult
 from ledger.protocol.claims import ClaimFile, claim_manifests, claim_subjects, load_claims, manifest_of
-from ledger.protocol.loader import ProtocolError
+from ledger.protocol.loader import ProtocolError, bounded_yaml
 from ledger.store import Store
 from ledger.store.evidence import StoreEvidence
 from ledger.store.lookups import RecordedDeviation
@@ -75,9 +75,7 @@ def claim_files_under(paths: list[str | Path]) -> list[Path]:
 
 def is_release_mapping(path: Path) -> bool:
     try:
-        import yaml
-
-        data = yaml.safe_load(read_text(path, "claim"))
+        data = bounded_yaml(read_text(path, "claim"), str(path))  # an alias bomb is not expanded to peek
     except Exception:
         return False
     return isinstance(data, dict) and "release" in data and "claims" not in data

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from ledger.inputs import MAX_STRING_CHARS, InputFileError, read_text
+from ledger.inputs import MAX_DOCUMENT_BYTES, MAX_STRING_CHARS, InputFileError, read_text
 from ledger.protocol.protocol import Protocol
 
 
@@ -80,34 +80,47 @@ class _Document:
 # A protocol holds a few thousand values; aliases may repeat a block, but a document that expands past this
 # many (a 4 KB "billion laughs" file reaches 10^9) is refused before anything walks or builds it.
 MAX_EXPANDED_NODES = 100_000
+# Nor may aliases repeat one long string past this many characters in all: within the node budget a 97 KB
+# file would otherwise expand to hundreds of MB of canonical JSON, registered in an append-only ledger.
+MAX_EXPANDED_CHARS = 2 * MAX_DOCUMENT_BYTES
 
 
-def _reject_duplicate_keys(node: yaml.Node, file: str, budget: list[int] | None = None) -> None:
-    budget = budget if budget is not None else [MAX_EXPANDED_NODES]
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise ProtocolError(
-            [
-                ProtocolIssue(
-                    file,
-                    None,
-                    "",
-                    f"the document expands to more than {MAX_EXPANDED_NODES:,} values through YAML aliases "
-                    "(an alias bomb?): refused",
-                )
-            ]
+@dataclass
+class _Budget:
+    """What is left of the expanded document's budgets, spent as the node tree is walked alias by alias."""
+
+    nodes: int = MAX_EXPANDED_NODES
+    chars: int = MAX_EXPANDED_CHARS
+
+
+def _refuse(file: str, line: int | None, message: str) -> ProtocolError:
+    return ProtocolError([ProtocolIssue(file, line, "", message)])
+
+
+def _reject_duplicate_keys(node: yaml.Node, file: str, budget: _Budget | None = None) -> None:
+    budget = budget if budget is not None else _Budget()
+    budget.nodes -= 1
+    if budget.nodes < 0:
+        raise _refuse(
+            file,
+            None,
+            f"the document expands to more than {MAX_EXPANDED_NODES:,} values through YAML aliases "
+            "(an alias bomb?): refused",
         )
-    if isinstance(node, yaml.ScalarNode) and len(node.value) > MAX_STRING_CHARS:
-        raise ProtocolError(
-            [
-                ProtocolIssue(
-                    file,
-                    node.start_mark.line + 1,
-                    "",
-                    f"a value of {len(node.value):,} characters, past the budget of {MAX_STRING_CHARS:,} for one string",
-                )
-            ]
-        )
+    if isinstance(node, yaml.ScalarNode):
+        if len(node.value) > MAX_STRING_CHARS:
+            raise _refuse(
+                file,
+                node.start_mark.line + 1,
+                f"a value of {len(node.value):,} characters, past the budget of {MAX_STRING_CHARS:,} for one string",
+            )
+        budget.chars -= len(node.value)
+        if budget.chars < 0:
+            raise _refuse(
+                file,
+                None,
+                f"the document expands to more than {MAX_EXPANDED_CHARS:,} characters through YAML aliases: refused",
+            )
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
         for key_node, value_node in node.value:
@@ -129,6 +142,11 @@ def _reject_duplicate_keys(node: yaml.Node, file: str, budget: list[int] | None 
     elif isinstance(node, yaml.SequenceNode):
         for child in node.value:
             _reject_duplicate_keys(child, file, budget)
+
+
+def bounded_yaml(text: str, file: str) -> Any:
+    """The data of one YAML document, within the expanded budgets (``ProtocolError`` or ``yaml.YAMLError``)."""
+    return _Document(text, file).data
 
 
 def load_protocol(path: str | Path) -> Protocol:

@@ -341,3 +341,20 @@ def test_a_yaml_alias_bomb_is_refused_before_it_expands(tmp_path):
     assert bomb.stat().st_size < 4096
     with pytest.raises(ProtocolError, match="alias bomb"):
         load_protocol(bomb)
+
+
+def test_aliases_repeating_one_long_string_are_refused_by_their_expanded_characters(tmp_path):
+    """Within the node budget (a few hundred values) and the one-string budget, a claim file whose aliases repeat
+    a 12,000-character statement expands to megabytes: refused by characters, not registered."""
+    from ledger.protocol.claims import load_claims
+    from ledger.protocol.loader import MAX_EXPANDED_CHARS, MAX_EXPANDED_NODES, ProtocolError
+
+    statement = "s" * 12_000
+    repeats = MAX_EXPANDED_CHARS // len(statement) + 1
+    assert repeats * 3 < MAX_EXPANDED_NODES  # the node budget alone would let it through
+    text = f"protocol: smoke\nnote: &long {statement}\nclaims: [{', '.join(['*long'] * repeats)}]\n"
+    planted = tmp_path / "claims.yaml"
+    planted.write_text(text, encoding="utf-8")
+    assert planted.stat().st_size < 20_000
+    with pytest.raises(ProtocolError, match=f"more than {MAX_EXPANDED_CHARS:,} characters"):
+        load_claims(planted)
