@@ -2,23 +2,28 @@
 located line and a documented exit code: never a traceback, never the catch-all "internal error" (exit 70), never a
 hang. The inputs are real files (a proof, a signed head, a public key, a protocol, a claim file, a release mapping,
 a fingerprint) put through seeded byte-level and structural mutations, plus the file-system cases (a FIFO, a
-directory, a device, a file past its budget). The count of inputs tried is printed."""
+directory, a device, a file past its budget). The model-file parsers (a GGUF file, a safetensors file in a model
+folder, read by ``ledger init``) get binary mutations too: a stated count or length overwritten with a lie. The
+count of inputs tried is printed."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from model_file_builders import valid_gguf, valid_safetensors_folder
 
 from ledger.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTED = {0, 1, 2, 3, 4, 5}
 MUTATIONS_PER_SEED = 30
+MODEL_MUTATIONS = 150  # a binary header has more places to lie in than a text file has to break
 
 MAPPING = """\
 release: fuzzed
@@ -73,6 +78,38 @@ def _structural(rng: random.Random, data: bytes) -> bytes:
     return " ".join(words).encode()
 
 
+LIES = (1 << 60, (1 << 64) - 1, 1 << 33, 0, 7)
+
+
+def _binary(rng: random.Random, data: bytes) -> bytes:
+    """One damage of a binary model file: a stated size overwritten with a lie, or a structural damage."""
+    if rng.random() < 0.6:
+        at = rng.randrange(max(1, len(data) - 8))
+        return data[:at] + struct.pack("<Q", rng.choice(LIES)) + data[at + 8 :]
+    return _structural(rng, data)
+
+
+MODEL_KINDS = ("gguf", "safetensors")
+
+
+def _as_gguf(file: Path, tmp: Path) -> list[str]:
+    gguf = file.with_suffix(".gguf")
+    if file.exists():
+        file.rename(gguf)
+    return ["init", str(gguf), "--out-dir", str(tmp / "out")]
+
+
+def _in_model_folder(file: Path, tmp: Path) -> list[str]:
+    from model_file_builders import CONFIG
+
+    folder = tmp / "model"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(CONFIG), encoding="utf-8")
+    if file.exists():
+        file.rename(folder / "model.safetensors")
+    return ["init", str(folder), "--out-dir", str(tmp / "out")]
+
+
 @pytest.fixture(scope="module")
 def seeds(tmp_path_factory) -> dict[str, tuple[bytes, Callable[[Path, Path], list[str]]]]:
     """Each file kind: (a valid file's bytes, the command line that reads a file of that kind)."""
@@ -125,6 +162,11 @@ def seeds(tmp_path_factory) -> dict[str, tuple[bytes, Callable[[Path, Path], lis
             lambda file, tmp: ["import", str(file), "--db", f"sqlite:///{tmp / 'import.db'}"],
         ),
         "fingerprint": (fingerprint.read_bytes(), lambda file, tmp: ["compare", str(file), str(fingerprint)]),
+        "gguf": (valid_gguf(folder / "model.gguf").read_bytes(), _as_gguf),
+        "safetensors": (
+            (valid_safetensors_folder(folder / "hf") / "model.safetensors").read_bytes(),
+            _in_model_folder,
+        ),
     }
 
 
@@ -146,7 +188,8 @@ def test_damaged_inputs_end_in_one_line_and_a_documented_exit_code(seeds, tmp_pa
     failures: list[str] = []
     for kind, (valid, command) in seeds.items():
         rng = random.Random(f"fuzz/{kind}")
-        inputs = [valid] + [_structural(rng, valid) for _ in range(MUTATIONS_PER_SEED)]
+        damage, count = (_binary, MODEL_MUTATIONS) if kind in MODEL_KINDS else (_structural, MUTATIONS_PER_SEED)
+        inputs = [valid] + [damage(rng, valid) for _ in range(count)]
         for number, data in enumerate(inputs):
             case = tmp_path / f"case-{tried}"
             case.mkdir()
@@ -162,7 +205,8 @@ def test_damaged_inputs_end_in_one_line_and_a_documented_exit_code(seeds, tmp_pa
                 failures.append(f"{kind} #{number}: exit {code} with nothing said")
     print(f"fuzz: {tried} damaged or valid inputs tried over {len(seeds)} file kinds")
     assert not failures, "\n".join(failures[:20])
-    assert tried == len(seeds) * (MUTATIONS_PER_SEED + 1)
+    model_kinds = len(MODEL_KINDS)
+    assert tried == (len(seeds) - model_kinds) * (MUTATIONS_PER_SEED + 1) + model_kinds * (MODEL_MUTATIONS + 1)
 
 
 @pytest.mark.parametrize("kind", ["proof", "signed head", "public key", "protocol", "claim file", "release mapping"])

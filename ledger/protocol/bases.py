@@ -153,16 +153,12 @@ def _gguf_layers(path: Path) -> int | None:
 
 def gguf_header(path: Path) -> tuple[str | None, int | None, bool]:
     """A GGUF file's ``general.architecture``, its ``<arch>.block_count`` (decoder layers) and whether it holds a
-    ``tokenizer.chat_template``, read from its metadata alone (ImportError without the gguf package)."""
-    from gguf import GGUFReader
+    ``tokenizer.chat_template``, read from its metadata alone by the bounded walk (``ModelFileError`` for a
+    file whose stated sizes do not fit it; ImportError without the gguf package and its table of types)."""
+    from ledger.model_files import read_gguf_metadata
 
-    fields = GGUFReader(str(path)).fields
-
-    def string(key: str) -> str | None:
-        field = fields.get(key)
-        return None if field is None else bytes(field.parts[field.data[0]]).decode("utf-8", "replace")
-
-    architecture = string("general.architecture")
-    count = fields.get(f"{architecture}.block_count") if architecture else None
-    layers = int(count.parts[count.data[0]][0]) if count is not None else None
-    return architecture, layers, bool(string("tokenizer.chat_template"))
+    metadata = read_gguf_metadata(path)
+    architecture = metadata.string("general.architecture")
+    count = metadata.values.get(f"{architecture}.block_count") if architecture else None
+    layers = count if type(count) is int else None
+    return architecture, layers, bool(metadata.string("tokenizer.chat_template"))

@@ -19,6 +19,7 @@ from string import Template
 
 from ledger.canonical import sha256_file
 from ledger.inputs import InputFileError, read_text
+from ledger.model_files import ModelFileError, check_model_folder
 from ledger.protocol.bases import cached_snapshot, gguf_header, is_hub_id, package_file
 
 TEMPLATES = {
@@ -94,6 +95,10 @@ def _relative(path: Path, protocol_dir: Path) -> str:
 
 def _folder_facts(path: Path, source: str, config_path: Path) -> ModelFacts:
     try:
+        check_model_folder(path)  # every file the loader will read: regular, within budget, sizes that fit
+    except ModelFileError as exc:
+        raise StarterError(str(exc)) from None
+    try:
         config = json.loads(read_text(config_path, "model config"))
     except (InputFileError, ValueError, RecursionError) as exc:
         raise StarterError(f"{config_path}: not a readable JSON config ({exc})") from None
@@ -132,6 +137,8 @@ def _folder_facts(path: Path, source: str, config_path: Path) -> ModelFacts:
 def _gguf_facts(path: Path, source: str, gguf_file: str | None) -> ModelFacts:
     try:
         architecture, layers, template = gguf_header(path)
+    except ModelFileError as exc:
+        raise StarterError(str(exc)) from None
     except ImportError:
         raise StarterError("reading a .gguf file needs the gguf package (pip install gguf)") from None
     _supported(architecture or "", path)
