@@ -264,8 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
         commands.add_parser(
             "query",
             help="read-only SQL over the ledger (tables and auditor views)",
-            description="Run one read-only SQL statement (SELECT/WITH/EXPLAIN). Writes are refused (exit 3). "
-            "Views: v_accuracy_by_arm_depth, v_evidence_by_checkpoint, v_lineage, v_claim_evidence, v_claim_status, "
+            description="Run one read-only SQL statement (SELECT/WITH/EXPLAIN). Writes are refused (exit 3), and "
+            "on PostgreSQL so are server functions a read-only transaction does not stop (pg_*, lo_*, set_config, "
+            "dblink...: see docs/guide.md). Views: v_accuracy_by_arm_depth, v_evidence_by_checkpoint, v_lineage, v_claim_evidence, v_claim_status, "
             "v_final_readings.",
         )
     )

@@ -95,11 +95,23 @@ def prepare(store: Store, folder: Path, *, progress: Callable[[str], None] = lam
     return ServeFiles(database, meta_path, reports, head, tuple(written))
 
 
+# What one request may take: its time, its rows, a CSV download's size, and at most three at once (each on one of
+# Datasette's SQL threads). Memory is bounded by the plugin ledger_limits (SQLite's heap, the address space).
+SETTINGS = {
+    "sql_time_limit_ms": 5000,
+    "max_returned_rows": 5000,
+    "max_csv_mb": 100,
+    "num_sql_threads": 3,
+    "facet_time_limit_ms": 200,
+}
+
+
 def datasette_command(files: ServeFiles, *, host: str, port: int, open_browser: bool) -> list[str]:
-    """The ``datasette serve`` command line: immutable, time-limited queries, the reports, the link plugin."""
+    """The ``datasette serve`` command line: immutable, bounded queries, the reports, the plugins (links, limits)."""
     files.reports.mkdir(exist_ok=True)
     command = [sys.executable, "-m", "datasette", "serve", "--immutable", str(files.database)]
     command += ["--metadata", str(files.metadata), "--plugins-dir", str(PLUGINS_DIR)]
     command += ["--static", f"report:{files.reports}", "--host", host, "--port", str(port)]
-    command += ["--setting", "sql_time_limit_ms", "5000", "--setting", "max_returned_rows", "5000"]
+    for name, value in SETTINGS.items():
+        command += ["--setting", name, str(value)]
     return command + (["--open"] if open_browser else [])

@@ -3,9 +3,12 @@
 Only one SELECT / WITH / EXPLAIN / VALUES / read-only PRAGMA statement is accepted;
 on SQLite the connection also runs with ``PRAGMA query_only=ON`` and an authorizer that
 denies every write, ATTACH and DDL, and on PostgreSQL in a READ ONLY transaction that
-is rolled back (a write the statement filter let through, e.g. ``EXPLAIN ANALYZE DELETE``
-or ``nextval()``, is refused by the server and reported as ``ReadOnlyViolation``). The
-ledger's own code reads through the typed read side instead (``ledger/store/lookups/``).
+is rolled back (a write the statement filter let through, e.g. ``EXPLAIN ANALYZE DELETE``,
+is refused by the server and reported as ``ReadOnlyViolation``). A READ ONLY transaction
+does not stop server functions (advisory locks, settings, files, other sessions), so on
+PostgreSQL those are refused by name first, on the server's own reading of the statement,
+which also must be one statement (``pg_refusals``). The ledger's own code reads through
+the typed read side instead (``ledger/store/lookups/``).
 
 Rows read the same on every backend: PostgreSQL's booleans come back as 0/1 (SQLite has
 no boolean type) and its NUMERIC as floats (``make_engine``).
@@ -31,6 +34,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ledger.store.base import Database
 from ledger.store.engine import StoreError, database_refusal
+from ledger.store.pg_refusals import postgres_refusal
 
 
 @dataclass(frozen=True)
@@ -219,12 +223,15 @@ class ReadOnlySQL:
         WITH / EXPLAIN / VALUES / read-only PRAGMA statements are accepted, and on SQLite
         the connection runs with ``PRAGMA query_only=ON`` and an authorizer that denies
         every write, ATTACH and DDL; on PostgreSQL in a READ ONLY transaction, rolled back,
-        with booleans returned as 0/1 as SQLite returns them. Named parameters (a mapping)
+        with booleans returned as 0/1 as SQLite returns them, after refusing by name the server
+        functions such a transaction does not stop (``pg_refusals``). Named parameters (a mapping)
         are ``:name`` on every backend. ``timeout_s``: a read-only statement running longer is stopped
         (SQLite: a progress handler; PostgreSQL: ``statement_timeout``) and raises ``QueryTimeout``.
         """
         if read_only:
             sql = check_read_only_sql(sql)
+            if self.db.dialect == "postgresql" and (reason := postgres_refusal(sql)):
+                raise ReadOnlyViolation(f"read-only query refused: {reason}")
         with self.db.engine.connect() as conn:
             if not read_only:
                 with conn.begin():
@@ -235,6 +242,8 @@ class ReadOnlySQL:
             try:
                 if self.db.dialect == "postgresql":
                     conn.execute(text("SET TRANSACTION READ ONLY"))
+                    # the strings pg_refusals read are the strings the server reads: no backslash escapes in '...'
+                    conn.execute(text("SET LOCAL standard_conforming_strings = on"))
                     if timeout_s is not None:
                         conn.execute(text(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}"))
                 # booleans as SQLite stores them (0/1): an auditor's query reads the same on every backend
