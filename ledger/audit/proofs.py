@@ -91,7 +91,8 @@ def check_proof(document: Any, key: VerifierKey | None = None, signed_head: str 
         payload_text = str(document["payload"])
         index, size = document["leaf_index"], document["tree_size"]
         if type(index) is not int or type(size) is not int:  # not 0.5, true or 1e400: Go reads int64s
-            raise ValueError(f"leaf_index and tree_size must be integers, not {index!r} and {size!r}")
+            kinds = f"{type(index).__name__} and {type(size).__name__}"  # the types, not the file's text
+            raise ValueError(f"leaf_index and tree_size must be integers, not {kinds}")
         root = bytes.fromhex(str(document["root"]))
         path = [bytes.fromhex(str(node)) for node in document["audit_path"]]
         payload_bytes = payload_text.encode("utf-8")  # a lone surrogate is no UTF-8: refused here, as Go does

@@ -9,6 +9,7 @@ other exception escapes ``load_protocol``.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,7 +179,7 @@ def parse_model_text(text: str, file: str, model: type[BaseModel], what: str) ->
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
         reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ProtocolError([ProtocolIssue(file, line, "", f"unreadable YAML: {reason}")]) from None
+        raise ProtocolError([ProtocolIssue(file, line, "", f"unreadable YAML: {_unquoted(reason)}")]) from None
     except RecursionError:
         raise ProtocolError([ProtocolIssue(file, None, "", "unreadable YAML: nested too deeply")]) from None
     if not isinstance(document.data, dict):
@@ -186,10 +187,34 @@ def parse_model_text(text: str, file: str, model: type[BaseModel], what: str) ->
         raise ProtocolError(
             [ProtocolIssue(file, document.line_of(()), "", f"expected a mapping of {what} fields, got a {kind}")]
         )
+    if not _shares_a_field(document.data, model):
+        raise ProtocolError(
+            [
+                ProtocolIssue(
+                    file, None, "", f"not a {what} file: none of its {len(document.data)} keys is a {what} field"
+                )
+            ]
+        )
     try:
         return model.model_validate(document.data)
     except ValidationError as exc:
         raise ProtocolError(_issues_from_validation(exc, document)) from None
+
+
+def _unquoted(reason: str) -> str:
+    """PyYAML's reason without what it quotes of the file (an alias, a tag, a character): a file that is not
+    YAML, given by mistake or by a stranger, is named, never shown. Its token names ('<block end>') stay."""
+    return re.sub(r"'(?!<)[^']*'|\"[^\"]*\"", "", reason).replace("  ", " ").strip()
+
+
+def _shares_a_field(data: dict, model: type[BaseModel]) -> bool:
+    """Whether a mapping has at least one of the model's fields, or a key close to one (a typo is told where it
+    is): a config or a note passed where a protocol is expected is refused whole, without a line per key
+    naming the file's own keys."""
+    names = [key for name, field in model.model_fields.items() for key in (name, field.alias) if key]
+    return not data or any(
+        str(key) in names or difflib.get_close_matches(str(key), names, n=1, cutoff=0.8) for key in data
+    )
 
 
 def _issues_from_validation(exc: ValidationError, document: _Document) -> list[ProtocolIssue]:
