@@ -62,3 +62,22 @@ def test_a_file_that_is_a_protocol_still_gets_its_located_field_errors(tmp_path,
     file.write_text(source.replace("name: smoke", "name: smoke\nnmae: typo", 1), encoding="utf-8")
     code, said = _said(["check", str(file)], capsys)
     assert code == 2 and "nmae" in said, said
+
+
+def test_a_release_data_file_that_is_not_what_its_mapping_says_is_named_never_shown(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    mapping = tmp_path / "mapping.yaml"
+    mapping.write_text(
+        "release: planted\nsource: a data file holding what it should not\nroot: data\nmanifests:\n"
+        "  - {id: rows, file: rows.jsonl, task: rule_chasing, surface: symbolic,\n"
+        "     fields: {row_id: id, prompt: question, answer: target, depth: depth}}\n"
+        "predictions:\n  - {arm: A, manifest: rows, file: arm_A.jsonl, prediction: prediction}\n",
+        encoding="utf-8",
+    )
+    row = {"id": "r1", "question": "q", "target": "a", "depth": SECRET, SECRET: SECRET}
+    (tmp_path / "data" / "rows.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    (tmp_path / "data" / "arm_A.jsonl").write_text(json.dumps({"id": "r1", "prediction": "a"}) + "\n")
+    code, said = _said(["import", str(mapping), "--db", f"sqlite:///{tmp_path / 'ledger.db'}"], capsys)
+    assert code == 2 and "rows.jsonl" in said and "depth" in said, said
+    assert SECRET not in said, said

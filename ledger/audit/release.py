@@ -25,6 +25,7 @@ from ledger.canonical import sha256_file
 from ledger.inputs import MAX_DATA_BYTES, InputFileError, parse_json, read_bytes
 from ledger.protocol.common import StrictModel, _located
 from ledger.protocol.loader import load_model_file
+from ledger.protocol.names import KeyName
 from ledger.reader.shared import read_generated_text_detail, row_symbols
 from ledger.rows.manifest import Manifest, Row
 
@@ -50,7 +51,7 @@ class RowFields(StrictModel):
 
 
 class ReleaseManifest(StrictModel):
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    id: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     file: str
     task: Literal["rule_chasing", "arithmetic", "multiple_choice_qa", "word_problem"] = "rule_chasing"
     surface: Literal["symbolic", "relay", "pointer", "multiple_choice", "word_problem"] = "symbolic"
@@ -78,8 +79,8 @@ class ReleaseBehavior(StrictModel):
 
 
 class ReleasePredictions(StrictModel):
-    arm: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    manifest: str
+    arm: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    manifest: KeyName
     file: str
     row_id: str = "id"
     prediction: str | None = Field(default=None, description="Field holding the predicted symbol.")
@@ -106,8 +107,8 @@ class ReleasePredictions(StrictModel):
 class ReleaseCounts(StrictModel):
     """Per-depth counts from a summary file (no row-level evidence: marked as such)."""
 
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    arm: str
+    id: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    arm: KeyName
     file: str
     select: list[str | int] = Field(description="JSON path to the {depth: {correct, total}} mapping.")
     correct: str = "correct"
@@ -115,7 +116,7 @@ class ReleaseCounts(StrictModel):
 
 
 class ReleaseMapping(StrictModel):
-    release: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    release: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     source: str = Field(description="Where the files came from (repository and commit).")
     root: str = Field(description="Folder holding the files, relative to this mapping file.")
     manifests: list[ReleaseManifest] = Field(default_factory=list)
@@ -232,7 +233,8 @@ def _typed(record: dict, name: str | None, where: str, kind: type) -> Any:
         return int(value)
     if isinstance(value, bool) or not isinstance(value, kind):
         wanted = _KIND_NAMES.get(kind, kind.__name__)
-        raise ReleaseError(f"{where}: field {name!r} must be {wanted}, got {type(value).__name__} {value!r:.60}")
+        # the type, not the value: a data file that is not what the mapping says is named, never shown
+        raise ReleaseError(f"{where}: field {name!r} must be {wanted}, got {type(value).__name__}")
     return value
 
 
@@ -240,7 +242,7 @@ def _field(record: dict, name: str | None, where: str) -> Any:
     if name is None:
         return None
     if name not in record:
-        raise ReleaseError(f"{where}: field {name!r} missing (has: {', '.join(sorted(record))[:200]})")
+        raise ReleaseError(f"{where}: field {name!r} missing (the record has {len(record)} other fields)")
     return record[name]
 
 

@@ -13,6 +13,7 @@ from ledger.protocol.common import Problem, StrictModel
 from ledger.protocol.common import located as _located
 from ledger.protocol.depth_choice import ExitRule, HaltingHead
 from ledger.protocol.gates import GateKind
+from ledger.protocol.names import KeyName, KeyNameMap
 from ledger.protocol.training import RECURRENCES as RECURRENCES  # re-exported: a stage's training settings
 from ledger.protocol.training import LrSchedule as LrSchedule
 from ledger.protocol.training import Optimizer as Optimizer
@@ -351,10 +352,10 @@ for _objective in (
 
 
 class Stage(_LateOptions):
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    id: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     objective: Literal[OBJECTIVES.names()]  # type: ignore[valid-type]
-    manifest: str | None = Field(default=None, description="Training manifest id (or a mixture).")
-    mixture: dict[str, float] = Field(
+    manifest: KeyName | None = Field(default=None, description="Training manifest id (or a mixture).")
+    mixture: KeyNameMap[float] = Field(
         default_factory=dict,
         description="A data mixture instead of one manifest: manifest id -> weight (each example's manifest is "
         "drawn by weight). Next-token stages, or chains for a chain objective (rehearsal of an earlier operation). Healing is two stages: general text, then the task mixture.",
@@ -379,7 +380,7 @@ class Stage(_LateOptions):
     anneal_fraction: float | None = Field(
         default=None, gt=0, le=1, description="anneal: the chain weight ramps 1 -> 0 over this fraction of steps."
     )
-    gates: list[str] = Field(default_factory=list, description="Gates evaluated after this stage.")
+    gates: list[KeyName] = Field(default_factory=list, description="Gates evaluated after this stage.")
 
     _late_options = ("mixture", "max_tokens", "checkpoint_every", "micro_batch_size")
 
@@ -420,7 +421,7 @@ class Stage(_LateOptions):
 
 
 class Evaluation(_LateOptions):
-    manifests: list[str] = Field(min_length=1)
+    manifests: list[KeyName] = Field(min_length=1)
     loops: Literal["forced"] | list[Annotated[int, Field(ge=1)]] = "forced"
     batch_size: int = Field(default=16, ge=1)
     max_new_tokens: int = Field(default=48, ge=1, description="Dense arms: generation budget per row.")
@@ -442,10 +443,10 @@ class ArmSpec(StrictModel):
     built-in two). ``ledger check``, ``ledger params``, the runner, the parallel cost model, gates and the
     CLI read an arm only through these methods, so a new kind is its spec and its runtime."""
 
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    id: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
-    base: str
-    init_from: str | None = Field(default=None, description="Continue from another arm's promoted checkpoint.")
+    base: KeyName
+    init_from: KeyName | None = Field(default=None, description="Continue from another arm's promoted checkpoint.")
     init_checkpoint: str | None = Field(
         default=None,
         pattern=r"^[0-9a-f]{64}$",

@@ -23,10 +23,11 @@ from pydantic import Field, model_validator
 from ledger.protocol.claim_common import ClaimSpec
 from ledger.protocol.common import StrictModel
 from ledger.protocol.common import located as _located
+from ledger.protocol.names import KeyName
 
 
 class KeepCondition(StrictModel):
-    manifest: str
+    manifest: KeyName
     measure: Literal["accuracy", "min_per_depth"] = Field(
         default="accuracy", description="accuracy: over every row; min_per_depth: the lowest per-depth accuracy."
     )
@@ -41,7 +42,7 @@ class KeepsAllClaim(ClaimSpec):
     """Whether any checkpoint of ``arm`` meets every condition at once (``manifest`` is the first condition's)."""
 
     statistic: Literal["keeps_all"]
-    arm: str
+    arm: KeyName
     conditions: list[KeepCondition] = Field(min_length=2)
     expect: Literal["none", "some"] = "none"
 
@@ -62,7 +63,7 @@ class CheckpointTrendClaim(ClaimSpec):
     checkpoint that read it to the last."""
 
     statistic: Literal["checkpoint_trend"]
-    arm: str
+    arm: KeyName
     measure: Literal["accuracy", "min_per_depth"] = "accuracy"
     direction: Literal["rises", "falls"]
 

@@ -7,12 +7,13 @@ the same base without an import cycle; ``claims.py`` re-exports all of it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import BeforeValidator, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from ledger.protocol.common import DepthRange, StrictModel
 from ledger.protocol.common import located as _located
+from ledger.protocol.names import KeyName, KeyNameMap, key_name
 from ledger.registry import Kind, Registry
 
 
@@ -55,15 +56,25 @@ class RowFilter(StrictModel):
 class GatePrecondition(StrictModel):
     """A recorded gate verdict a claim needs: ``gate`` passed for ``arm``."""
 
-    gate: str
-    arm: str
+    gate: KeyName
+    arm: KeyName
 
     def describe(self) -> str:
         return f"gate {self.gate} for {self.arm}"
 
 
+def _one_kind_of_precondition(value: Any) -> Any:
+    """A string is a claim id, a mapping a gate: each validated as its own kind alone, so that a bad one is one
+    error (a plain union reports each member's, "Input should be a valid string" beside the real one)."""
+    if isinstance(value, str):
+        return key_name(value)
+    if isinstance(value, dict):
+        return GatePrecondition.model_validate(value)
+    return value
+
+
 # A precondition: another claim of the same file (by id) that must be supported, or a gate that must have passed.
-Precondition = str | GatePrecondition
+Precondition = Annotated[str | GatePrecondition, BeforeValidator(_one_kind_of_precondition)]
 
 
 class PaperFinding(StrictModel):
@@ -89,11 +100,13 @@ class ClaimSpec(StrictModel):
                 del data[name]
         return data
 
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    id: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     statement: str
-    manifest: str
+    manifest: KeyName
     rows: RowFilter = Field(default_factory=RowFilter)
-    family: str | None = Field(default=None, description="Multiplicity family; corrected by the file's `correction`.")
+    family: KeyName | None = Field(
+        default=None, description="Multiplicity family; corrected by the file's `correction`."
+    )
     if TYPE_CHECKING:
         statistic: str  # each statistic's own tag, ``Literal["..."]``, declared by its subclass (the discriminator)
     audited_outcome: Literal["supported", "refuted"] = Field(
@@ -101,7 +114,7 @@ class ClaimSpec(StrictModel):
         description="External audits only: the outcome the audited paper concluded (e.g. refuted for a comparison "
         "it found no difference in); verify expects it on a claim with no recorded outcome.",
     )
-    reported: dict[str, float] = Field(
+    reported: KeyNameMap[float] = Field(
         default_factory=dict,
         description=(
             "Figures a paper reported for this claim; the re-derived figure must agree to the "

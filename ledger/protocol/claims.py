@@ -23,6 +23,7 @@ from ledger.protocol.common import StrictModel
 from ledger.protocol.common import located as _located
 from ledger.protocol.depth_choice import AdaptiveDepthClaim
 from ledger.protocol.loader import ProtocolIssue, load_model_file
+from ledger.protocol.names import KeyName, KeyNameMap
 from ledger.protocol.protocol import Protocol
 from ledger.registry import KindUnion
 
@@ -31,7 +32,7 @@ class PairedExactClaim(ClaimSpec):
     """Exact McNemar / sign test on the discordant pairs of two arms on the same rows."""
 
     statistic: Literal["paired_exact"]
-    arms: tuple[str, str]
+    arms: tuple[KeyName, KeyName]
     direction: Literal["greater", "less", "two-sided"] = "greater"
     alpha: float = Field(default=0.05, gt=0, lt=1)
     loop: int | None = Field(default=None, ge=1, description="Read at this loop (e.g. 1) instead of the forced depth.")
@@ -72,7 +73,7 @@ class AccuracyClaim(ClaimSpec):
     """One arm's accuracy on the filtered rows is at least (or at most) a threshold."""
 
     statistic: Literal["accuracy"]
-    arm: str
+    arm: KeyName
     threshold: float = Field(ge=0, le=1)
     direction: Literal["at_least", "at_most"] = "at_least"
 
@@ -84,7 +85,7 @@ class NonInferiorityClaim(ClaimSpec):
     """Paired non-inferiority of arms[0] against arms[1] with a margin (Tango's score test)."""
 
     statistic: Literal["noninferiority"]
-    arms: tuple[str, str]
+    arms: tuple[KeyName, KeyName]
     margin: float = Field(gt=0, lt=1)
     alpha: float = Field(default=0.05, gt=0, lt=1)
     loop: int | None = Field(default=None, ge=1, description="Read at this loop (e.g. 1) instead of the forced depth.")
@@ -97,7 +98,7 @@ class FrontierClaim(ClaimSpec):
     """The threshold-crossing frontier divided by the training support's top depth."""
 
     statistic: Literal["frontier_ratio"]
-    arm: str
+    arm: KeyName
     bar: float = Field(default=0.71, gt=0, lt=1)
     support_max_depth: int = Field(ge=1)
     threshold: float = Field(gt=0)
@@ -114,9 +115,9 @@ class SupportScalingClaim(ClaimSpec):
     most ``max_spread``. An arm may be read on its own manifest (``manifests``; e.g. N24 rows for support 12)."""
 
     statistic: Literal["support_scaling"]
-    arms: tuple[str, ...] = Field(min_length=2)
+    arms: tuple[KeyName, ...] = Field(min_length=2)
     supports: tuple[int, ...] = Field(description="Each arm's training support (top training depth), in order.")
-    manifests: dict[str, str] = Field(
+    manifests: KeyNameMap[KeyName] = Field(
         default_factory=dict, description="arm -> the manifest it is read on, where it is not `manifest`."
     )
     bar: float = Field(default=0.71, gt=0, lt=1)
@@ -149,7 +150,7 @@ class PersistenceClaim(ClaimSpec):
     (depth < loop) that advance one more hop, or stay on the answer, at least (or at most) a threshold."""
 
     statistic: Literal["persistence"]
-    arm: str
+    arm: KeyName
     cells: Literal["active", "advance", "stay"]
     threshold: float = Field(ge=0, le=1)
     direction: Literal["at_least", "at_most"] = "at_least"
@@ -162,13 +163,13 @@ class GateClaim(ClaimSpec):
     """A preregistered gate passed (or failed) for an arm."""
 
     statistic: Literal["gate"]
-    gate: str
-    arm: str
+    gate: KeyName
+    arm: KeyName
     expect: Literal["pass", "fail"] = "pass"
 
 
 class _TwoArmsAtLoops(ClaimSpec):
-    arms: tuple[str, str]
+    arms: tuple[KeyName, KeyName]
     loops: tuple[int, int] = Field(description="The test recurrence each arm is read at (1 for a one-pass arm).")
     alpha: float = Field(default=0.05, gt=0, lt=1)
 
@@ -209,7 +210,7 @@ class TrainingStableClaim(ClaimSpec):
     of steps is at most ``margin`` above the mean of its first. Descriptive, with no test: in no family."""
 
     statistic: Literal["training_stable"]
-    arm: str
+    arm: KeyName
     window: float = Field(default=0.1, gt=0, le=0.5, description="Fraction of each stage's steps at each end.")
     margin: float = Field(default=0.0, ge=0, description="Nats per token the end may sit above the start.")
 
@@ -341,11 +342,11 @@ class FamilySpec(StrictModel):
     """A multiplicity family declared in the claim file: its correction and every member, by claim id."""
 
     correction: Correction
-    members: list[str] = Field(min_length=2)
+    members: list[KeyName] = Field(min_length=2)
 
 
 class ClaimFile(StrictModel):
-    protocol: str = Field(description="Name of the protocol (or imported release) the claims are about.")
+    protocol: KeyName = Field(description="Name of the protocol (or imported release) the claims are about.")
     release: str | None = Field(
         default=None,
         description="Release mapping file (relative to this file) to import before verifying: an external audit.",
@@ -354,7 +355,7 @@ class ClaimFile(StrictModel):
         description="Multiplicity correction applied within each family not declared under `families` (always "
         "explicit)."
     )
-    families: dict[str, FamilySpec] = Field(
+    families: KeyNameMap[FamilySpec] = Field(
         default_factory=dict,
         description="Families declared with their own correction and members (each member names the family). A "
         "family is judged only when every member is measured: one unmeasured member leaves all unverifiable.",

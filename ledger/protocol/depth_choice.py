@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from ledger.protocol.claim_common import ClaimSpec
 from ledger.protocol.common import StrictModel
 from ledger.protocol.common import located as _located
+from ledger.protocol.names import KeyName
 
 ExitRuleName = Literal["kl", "entropy", "argmax", "halting"]
 # The default threshold of each rule (the rule's own unit: nats, nats, loops, probability).
@@ -80,7 +81,7 @@ class AdaptiveDepthClaim(ClaimSpec):
     (1 - mean loops used / mean forced loops)."""
 
     statistic: Literal["adaptive_depth"]
-    arm: str
+    arm: KeyName
     rule: ExitRuleName
     threshold: float | None = Field(default=None, gt=0, description="The rule's threshold (default per rule).")
     measure: Literal["right_depth", "noninferior"]

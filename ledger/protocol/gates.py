@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field
 
 from ledger.protocol.common import DepthRange, LateOptions, StrictModel
+from ledger.protocol.names import KeyName
 from ledger.registry import Kind, KindUnion, Registry
 
 
@@ -38,7 +39,7 @@ class GateSpec(StrictModel):
 
         def rule(self) -> str: ...
 
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    id: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     action: Literal["stop", "flag"] = Field(
         description="stop: a failure is a hard stop that marks the lineage failed; flag: recorded only."
     )
@@ -51,7 +52,7 @@ class InstallationGate(GateSpec, LateOptions):
     every depth to a floor."""
 
     kind: Literal["installation"]
-    manifest: str
+    manifest: KeyName
     depths: DepthRange
     threshold: float = Field(ge=0, le=1, description="0 records the measurement without ever failing.")
     per_depth_threshold: float | None = Field(
@@ -69,7 +70,7 @@ class GuardrailGate(GateSpec):
     """General ability at loop 1 must not drop more than ``max_drop`` against the base."""
 
     kind: Literal["guardrail"]
-    manifest: str
+    manifest: KeyName
     max_drop: float = Field(ge=0, le=1)
     reference: Literal["base"] = "base"
 
@@ -82,7 +83,7 @@ class RetentionFloorGate(GateSpec, LateOptions):
     forward-retention minimum: the lowest per-depth accuracy)."""
 
     kind: Literal["retention_floor"]
-    manifest: str
+    manifest: KeyName
     depths: DepthRange | None = None
     floor: float = Field(ge=0, le=1)
     measure: Literal["accuracy", "min_per_depth"] = Field(
@@ -100,9 +101,9 @@ class DepthGate(GateSpec):
     """Per-depth comparison of two arms, passing on k consecutive depths."""
 
     kind: Literal["depth_gate"]
-    manifest: str
-    arm: str
-    versus: str
+    manifest: KeyName
+    arm: KeyName
+    versus: KeyName
     test: Literal["fisher_counts", "paired_exact"] = "paired_exact"
     alpha: float = Field(default=0.05, gt=0, lt=1)
     consecutive: int = Field(default=1, ge=1)
@@ -116,9 +117,9 @@ class WithinRowsGate(GateSpec):
     (``versus``'s count minus ``arm``'s at most ``rows``; ``arm`` may lead by any number)."""
 
     kind: Literal["within_rows"]
-    manifest: str
-    arm: str
-    versus: str
+    manifest: KeyName
+    arm: KeyName
+    versus: KeyName
     rows: int = Field(default=8, ge=0, description="Correct rows ``arm`` may trail ``versus`` by at any depth.")
 
     def rule(self) -> str:

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from ledger.protocol.common import DepthRange, LateOptions, StrictModel, local_path
 from ledger.protocol.common import located as _located
+from ledger.protocol.names import KeyName
 from ledger.registry import Kind, Registry, check_union
 
 
@@ -36,12 +37,12 @@ ALPHABET_SIZES = {"N16": 16, "N24": 24, "names": 24}
 
 
 class _ManifestCommon(StrictModel):
-    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    id: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     role: Literal["train", "dev", "eval", "guardrail"] = Field(
         description="train rows may never share a (table, start) pair with eval or dev rows."
     )
     seed: int = Field(ge=0)
-    split: str = Field(pattern=r"^[a-z0-9]+$", description="Split name; part of every row id and row seed.")
+    split: KeyName = Field(pattern=r"^[a-z0-9]+$", description="Split name; part of every row id and row seed.")
     version: int = Field(default=1, ge=1, description="Generator version; part of every row seed.")
 
     def choice_reading(self) -> dict[str, Any]:

@@ -32,10 +32,11 @@ from ledger.protocol.bases import BaseModelSpec
 from ledger.protocol.common import SCHEMA_VERSION, StrictModel
 from ledger.protocol.gates import GATE_KINDS, Gate
 from ledger.protocol.manifests import GENERATORS, ManifestSpec
+from ledger.protocol.names import KeyName, KeyNameMap
 
 
 class Hypothesis(StrictModel):
-    id: str
+    id: KeyName
     statement: str
 
 
@@ -50,7 +51,7 @@ class Protocol(StrictModel):
     """A preregistrable experiment: bases, manifests, arms, gates and claims."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     version: int = Field(ge=1)
     description: str
     purpose: Literal["confirmatory", "exploratory"] = Field(
@@ -61,7 +62,7 @@ class Protocol(StrictModel):
     )
     hypotheses: list[Hypothesis] = Field(default_factory=list)
     seed: int = Field(ge=0)
-    bases: dict[str, BaseModelSpec] = Field(min_length=1)
+    bases: KeyNameMap[BaseModelSpec] = Field(min_length=1)
     manifests: list[ManifestSpec] = Field(min_length=1)
     arms: list[Arm] = Field(min_length=1)
     gates: list[Gate] = Field(default_factory=list)

@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 from ledger.protocol.common import LateOptions as _LateOptions
 from ledger.protocol.common import StrictModel
 from ledger.protocol.common import located as _located
+from ledger.protocol.names import KeyNameMap
 from ledger.registry import Kind, Registry, check_union
 
 
@@ -85,7 +86,7 @@ class Optimizer(_LateOptions):
     kind: Literal["adamw", "muon"] = "adamw"
     lr: float = Field(gt=0, description="Default: the seed's rate of the kind (Muon 1e-3, AdamW 5e-5).")
     weight_decay: float = Field(default=0.0, ge=0)
-    group_lrs: dict[str, float] = Field(
+    group_lrs: KeyNameMap[float] = Field(
         default_factory=dict,
         description="Per-tensor-group learning-rate multipliers (e.g. bridge_p: 0.1). Groups are whole tensors.",
     )
