@@ -24,8 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ledger.canonical import sha256_file
-
 MANIFEST = "ledger-export.json"
 WEIGHTS = "retrofit.safetensors"
 
@@ -93,12 +91,11 @@ def load_exported(folder: str | Path, device: str = "cpu"):
     from ledger.reader.shared import Reader
 
     folder = Path(folder)
+    from ledger.store.checked_file import check_in_place
+
     meta = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    actual = sha256_file(folder / WEIGHTS)
-    if actual != meta["checkpoint_sha256"]:
-        raise ValueError(
-            f"{folder / WEIGHTS} hashes to {actual[:12]}, the export names {meta['checkpoint_sha256'][:12]}"
-        )
+    # the readings (and lm-eval's release) name this hash: a swapped file is ArtifactMismatch, exit 4
+    check_in_place(folder / WEIGHTS, meta["checkpoint_sha256"], f"export {folder.name}")
     protocol = Protocol.model_validate(meta["protocol"])
     arm = protocol.arm(meta["arm"])
     spec = protocol.bases[arm.base]
