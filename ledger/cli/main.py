@@ -2,8 +2,10 @@
 
 Exit codes (shared by every command):
   0  success
-  2  bad input: a protocol, claim file or argument that cannot be used (located message, no traceback)
+  2  bad input: a protocol, claim file, model file or argument that cannot be used, or the machine refusing
+     (a full disk, a permission: one line naming it, no traceback)
   3  refused by the ledger (lineage, preregistration, a changed protocol, a write in `query`)
+  4  a recorded file that no longer hashes as the ledger records (``export``, ``run --resume``)
 ``ledger verify`` adds: 1 an outcome differs from the first recorded one (or a new claim is
 not supported), 4 something is tampered, 5 something is unverifiable. ``ledger compare`` adds:
 1 the two sides' evidence differs.
@@ -88,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
             "language models: validate protocols, build hashed row manifests, run arms under one "
             "shared reader, and verify claims from row-level evidence."
         ),
-        epilog="Exit codes: 0 success; 2 bad input (located message); 3 refused by the ledger.",
+        epilog="Exit codes: 0 success; 2 bad input (located message) or the machine refusing (a full disk); "
+        "3 refused by the ledger; 4 a recorded file that no longer hashes as recorded.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -291,7 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
             "preregistered claims and the report. Bases load from local paths or the local HF cache only: a missing "
             "base stops the run at once (exit 2) with how to point it at local weights, writing nothing.",
             epilog="Exit codes: 0 complete; 2 bad input or a missing base; 3 refused (already run without --resume, a "
-            "changed protocol, a failed lineage) or a hard stop happened.",
+            "changed protocol, a failed lineage) or a hard stop happened; 4 a recorded checkpoint that no longer "
+            "hashes as recorded.",
         )
     )
     run.add_argument("protocol", help="protocol YAML file")
