@@ -91,7 +91,7 @@ def load_exported(folder: str | Path, device: str = "cpu"):
     from ledger.reader.shared import Reader
 
     folder = Path(folder)
-    from ledger.store.checked_file import check_in_place
+    from ledger.checked_file import check_in_place
 
     meta = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     # the readings (and lm-eval's release) name this hash: a swapped file is ArtifactMismatch, exit 4

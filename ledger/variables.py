@@ -22,6 +22,9 @@ KNOWN = {
     "LEDGER_DEBUG": "show the traceback of an internal error",
 }
 
+# the test suite's own services (its PostgreSQL, Slurm, caches): read by tests/ only, never by a run
+KNOWN_PREFIXES = ("LEDGER_TEST_",)
+
 # a database URL's password (postgresql://user:secret@host/db) is never recorded
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 
@@ -34,4 +37,4 @@ def set_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def unknown_variables(recorded: Mapping[str, object]) -> list[str]:
     """The names in a recorded ``ledger_variables`` that this ledger does not know."""
-    return sorted(name for name in recorded if name not in KNOWN)
+    return sorted(name for name in recorded if name not in KNOWN and not name.startswith(KNOWN_PREFIXES))

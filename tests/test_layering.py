@@ -23,6 +23,9 @@ STAGES: tuple[tuple[str, int], ...] = (
     ("ledger.registry", 0),
     ("ledger.environment", 0),
     ("ledger.inputs", 0),
+    ("ledger.model_files", 0),  # read before any library parses a model file: init, check, arms' loader
+    ("ledger.checked_file", 0),  # the bytes a recorded hash vouches for: the run, export, arms' loader
+    ("ledger.variables", 0),
     ("ledger.protocol", 10),
     ("ledger.rows", 20),
     ("ledger.reader", 30),

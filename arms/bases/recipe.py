@@ -9,6 +9,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ledger.protocol.names import KeyName
 from ledger.rows.tasks.alphabets import N24
 
 ANSWER_SUFFIX = "\nAnswer:"
@@ -105,7 +106,7 @@ class InitFrom(_Strict):
 
 
 class PretrainRecipe(_Strict):
-    name: str
+    name: KeyName  # it names the base's folder and record: one visible name, one thing
     seed: int
     model: ModelShape
     init_from: InitFrom | None = None

@@ -520,10 +520,10 @@ def main(argv: list[str] | None = None) -> int:
         err.print(str(exc), markup=False)
         return exc.code
     except Exception as exc:  # the store's own refusals (lineage, preregistration) are exit 3
+        from ledger.checked_file import ArtifactMismatch
         from ledger.inputs import InputFileError
         from ledger.store import DatabaseUnavailable, LineageRefused, PreregistrationRequired, database_refusal
         from ledger.store.artifacts import ArtifactOutsideRoot
-        from ledger.store.checked_file import ArtifactMismatch
 
         if isinstance(exc, ArtifactMismatch):  # a recorded file that no longer hashes as recorded: tampered
             err.print(f"refused: {exc}", markup=False)

@@ -15,9 +15,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from ledger.checked_file import checked_copy
 from ledger.protocol.protocol import Protocol
 from ledger.store.artifacts import open_artifacts
-from ledger.store.checked_file import checked_copy
 
 
 class ExportRefused(Exception):

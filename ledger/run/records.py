@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.canonical import canonical_json, sha256_hex
+from ledger.checked_file import check_in_place
 from ledger.run.bases import RunRefused
-from ledger.store.checked_file import check_in_place
 
 if TYPE_CHECKING:
     from ledger.run.runner import Runner

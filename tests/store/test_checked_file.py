@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ledger.store.checked_file import ArtifactMismatch, check_in_place, checked_copy
+from ledger.checked_file import ArtifactMismatch, check_in_place, checked_copy
 
 
 def test_a_checked_copy_holds_the_hashed_bytes_and_a_swap_is_refused(tmp_path):
