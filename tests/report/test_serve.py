@@ -17,8 +17,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
-import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from ledger.report.web_view import CANNED_QUERIES, ServeError, prepare, snapshot
 from ledger.store import open_store
 from tests.audit.test_claim_selection import _extra_readings
 from tests.audit.test_verify import CLAIMS, PROTOCOL, write_evidence
+from tests.report.serving import wait_until_answering
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -153,15 +152,7 @@ def test_a_claim_followed_to_its_rows_and_checkpoint_in_a_browser(ledger, tmp_pa
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, server.stdout.read() if server.stdout else ""
-            try:
-                urllib.request.urlopen(base + "/-/versions.json", timeout=2).read()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "ledger serve did not answer within 60 s"
-                time.sleep(0.3)
+        wait_until_answering(base, server, "ledger serve")
 
         home, links = _render(browser, base + "/")
         assert "read-only snapshot" in home

@@ -12,7 +12,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,6 +24,7 @@ from databases import fresh_database
 from ledger.cli.main import main
 from ledger.report.web_view import PLUGINS_DIR, SETTINGS, ServeFiles, datasette_command
 from ledger.store import open_store
+from tests.report.serving import wait_until_answering
 
 sys.path.insert(0, str(PLUGINS_DIR))
 from ledger_limits import ADDRESS_SPACE_LIMIT_BYTES  # the plugin, imported as Datasette loads it
@@ -63,15 +63,7 @@ def served(tmp_path):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert server.poll() is None, "datasette exited"
-            try:
-                urllib.request.urlopen(base + "/-/versions.json", timeout=2).read()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "datasette did not answer within 60 s"
-                time.sleep(0.3)
+        wait_until_answering(base, server, "datasette")
         yield base, server
     finally:
         server.terminate()
