@@ -20,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -281,20 +282,24 @@ CASES: dict[str, Callable[[Case], tuple[str, str]]] = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def print_table(cases: dict, make_case: Callable[[Path, Path], Any], description: str, header: str) -> None:
+    """Run every case against ``--tree`` in a temporary folder of its own and print one Markdown row each."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--tree", type=Path, required=True, help="the checkout whose `ledger` runs the cases")
-    args = parser.parse_args()
-    tree = args.tree.resolve()
+    tree = parser.parse_args().tree.resolve()
     here = Path.cwd()
-    print("| case | exit | first line said |\n| --- | --- | --- |")
-    for name, case in CASES.items():
+    print(f"| case | exit | {header} |\n| --- | --- | --- |")
+    for name, case in cases.items():
         with tempfile.TemporaryDirectory() as temporary, contextlib.redirect_stdout(io.StringIO()):
             try:
-                code, said = case(Case(tree, Path(temporary)))
+                code, said = case(make_case(tree, Path(temporary)))
             finally:
                 os.chdir(here)
-        print(f"| {name} | {code} | {said.replace('|', '/')} |", flush=True)
+        print(f"| {name} | {code} | {said.replace('|', '/').replace(temporary, '…')} |", flush=True)
+
+
+def main() -> None:
+    print_table(CASES, Case, __doc__.splitlines()[0], "first line said")
 
 
 if __name__ == "__main__":

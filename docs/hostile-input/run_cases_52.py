@@ -10,22 +10,19 @@ As ``run_cases.py``: the fixtures are made with this checkout's code, the comman
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import io
 import os
 import resource
 import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(HERE)]
 
 from model_file_builders import (  # noqa: E402
     gguf_with_a_huge_array,
@@ -189,15 +186,9 @@ CASES: dict[str, Callable[[Case], tuple[str, str]]] = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", type=Path, required=True, help="the checkout whose `ledger` runs the cases")
-    args = parser.parse_args()
-    tree = args.tree.resolve()
-    print("| case | exit | said |\n| --- | --- | --- |")
-    for name, case in CASES.items():
-        with tempfile.TemporaryDirectory() as temporary, contextlib.redirect_stdout(io.StringIO()):
-            code, said = case(Case(tree, Path(temporary)))
-        print(f"| {name} | {code} | {said.replace('|', '/').replace(temporary, '…')} |", flush=True)
+    from run_cases import print_table
+
+    print_table(CASES, Case, __doc__.splitlines()[0], "said")
 
 
 if __name__ == "__main__":

@@ -256,13 +256,22 @@ def _issue(document: _Document, path: tuple[Any, ...], message: str) -> Protocol
     return ProtocolIssue(document.file, document.line_of(path), dotted, message.splitlines()[0])
 
 
+# the fields whose value tags a union member (a claim's statistic, a gate's or arm's kind, a manifest's generator)
+_DISCRIMINATORS = ("statistic", "kind", "generator")
+
+
 def _data_path(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
     """Drop Pydantic's union tags from ``loc`` so it names keys and indices of the YAML."""
     path: list[Any] = []
     node = data
+    tag_seen = False  # a mapping's own union tag comes once, before its fields
     for element in loc:
         if isinstance(node, dict):
+            if not tag_seen and any(node.get(key) == element for key in _DISCRIMINATORS):
+                tag_seen = True  # the tag ("gate" of `statistic: gate`), even where a field has its name
+                continue
             if element in node:
+                tag_seen = False
                 path.append(element)
                 node = node[element]
             elif element in node.values() or "[" in str(element):

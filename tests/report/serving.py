@@ -18,3 +18,12 @@ def wait_until_answering(base: str, server: subprocess.Popen, what: str, limit_s
         except OSError:
             assert time.monotonic() < deadline, f"{what} did not answer within {limit_s:.0f} s"
             time.sleep(0.3)
+
+
+def stop(server: subprocess.Popen) -> None:
+    """Terminate a server the test started, killing it if it does not end within 20 s."""
+    server.terminate()
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()

@@ -27,7 +27,7 @@ from ledger.report.web_view import CANNED_QUERIES, ServeError, prepare, snapshot
 from ledger.store import open_store
 from tests.audit.test_claim_selection import _extra_readings
 from tests.audit.test_verify import CLAIMS, PROTOCOL, write_evidence
-from tests.report.serving import wait_until_answering
+from tests.report.serving import stop, wait_until_answering
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -186,8 +186,4 @@ def test_a_claim_followed_to_its_rows_and_checkpoint_in_a_browser(ledger, tmp_pa
         report, _ = _render(browser, base + "/report/tiny-verify/report.html")
         assert "tiny-verify" in report
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)

@@ -24,7 +24,7 @@ from databases import fresh_database
 from ledger.cli.main import main
 from ledger.report.web_view import PLUGINS_DIR, SETTINGS, ServeFiles, datasette_command
 from ledger.store import open_store
-from tests.report.serving import wait_until_answering
+from tests.report.serving import stop, wait_until_answering
 
 sys.path.insert(0, str(PLUGINS_DIR))
 from ledger_limits import ADDRESS_SPACE_LIMIT_BYTES  # the plugin, imported as Datasette loads it
@@ -66,11 +66,7 @@ def served(tmp_path):
         wait_until_answering(base, server, "datasette")
         yield base, server
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop(server)
 
 
 def _sql(base: str, sql: str) -> tuple[int, Any]:
