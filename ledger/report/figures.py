@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from ledger.report.claim_effects import ClaimEffect
 from ledger.report.data import ArmSeries, HeatmapGrid, StageLosses
 
 FRONTIER_BAR = 0.71  # (1/4)^(1/4): docs/science.md, design S
@@ -200,4 +201,43 @@ def loss_figure(path: Path, arm: str, spans: list[StageLosses]) -> None:
     axes.set_ylabel("loss")
     axes.set_title(f"Training loss of arm {arm}", pad=14)
     axes.grid(True, axis="y", color="0.9", linewidth=0.6)
+    _save(figure, path)
+
+
+_OUTCOME_COLORS = {"supported": "#1a7f37", "refuted": "#cf222e"}  # anything else (unverifiable, none): grey
+
+
+def claims_figure(path: Path, effects: list[ClaimEffect]) -> None:
+    """The forest plot at the head of the report: one row per claim with an effect size, one panel per scale.
+    Each row: the effect (coloured by the first outcome), its interval, and its bar as a black tick (the claim
+    holds on the side the small arrow points); the paper's figure, where the claim carries one, on the right."""
+    scales = list(dict.fromkeys(effect.scale for effect in effects))
+    rows = [[effect for effect in effects if effect.scale == scale] for scale in scales]
+    figure = _new_figure(11.0, 0.9 + sum(0.32 * len(panel) + 0.55 for panel in rows))
+    grid = figure.add_gridspec(len(rows), 1, height_ratios=[len(panel) + 1.2 for panel in rows], hspace=0.55,
+                               left=0.24, right=0.70, top=0.97, bottom=0.06)  # fmt: skip
+    for index, (scale, panel) in enumerate(zip(scales, rows, strict=True)):
+        axes = figure.add_subplot(grid[index])
+        for row, effect in enumerate(reversed(panel)):
+            color = _OUTCOME_COLORS.get(effect.outcome or "", "0.55")
+            if effect.low is not None and effect.high is not None:
+                axes.hlines(row, effect.low, effect.high, color=color, linewidth=1.6)
+            axes.plot([effect.value], [row], marker="o", color=color, markersize=5, zorder=3)
+            if effect.bar is not None:
+                axes.plot([effect.bar], [row], marker="|", color="black", markersize=13, markeredgewidth=1.6)
+                side, shift = {True: ("▶", 5), False: ("◀", -5), None: ("◀▶", 0)}[effect.holds_above]
+                axes.annotate(
+                    side, (effect.bar, row), xytext=(shift, 6), textcoords="offset points", fontsize=6, ha="center"
+                )
+            if effect.paper:
+                axes.annotate(f"paper: {effect.paper}", (1.02, row), xycoords=("axes fraction", "data"), fontsize=7,
+                              va="center", annotation_clip=False)  # fmt: skip
+        # a claim's own id, without the namespace every claim of the report shares
+        axes.set_yticks(
+            range(len(panel)), [effect.claim_id.rsplit("/", 1)[-1] for effect in reversed(panel)], fontsize=7
+        )
+        axes.set_ylim(-0.7, len(panel) - 0.3)
+        axes.set_xlabel(f"{scale} (line: the interval its statistic gives; none: one run)", fontsize=8)
+        axes.grid(True, axis="x", color="0.9", linewidth=0.6)
+        axes.tick_params(axis="x", labelsize=7)
     _save(figure, path)

@@ -30,6 +30,7 @@ import json
 from pathlib import Path
 
 from ledger.audit.history import protocol_history
+from ledger.report.claim_effects import claim_effect
 from ledger.report.data import (
     ArmSeries,
     ClaimRow,
@@ -54,6 +55,7 @@ from ledger.report.data import (
 from ledger.report.figures import (
     FRONTIER_BAR,
     accuracy_figure,
+    claims_figure,
     figure_style,
     heatmap_figure,
     latency_figure,
@@ -189,6 +191,8 @@ def write_report(
         "first recorded outcome (the smallest claim_outcomes id), what its statistic found, the paper's finding "
         "beside it, and the figures and p-value recorded with it.</p>"
     )
+    with figure_style():
+        body.append(_claims_picture(out_dir, rows, per_manifest, support_depths, colors))
     body.append(claims_html(rows))
     body.append("</section>")
 
@@ -388,6 +392,48 @@ def _evaluation_first(store: Store, shas: tuple[str, ...], manifests: list) -> l
     evaluation = manifest_names_of_role(store, shas, "eval")
     first = [m for m in manifests if (m.protocol_sha256, m.name) in evaluation]
     return first + [m for m in manifests if m not in first]
+
+
+def _claims_picture(out_dir: Path, rows: list, per_manifest: list, support_depths, colors: dict) -> str:
+    """What leads the report: each claim's effect and interval against its bar beside the paper's figure, and
+    every arm's per-depth accuracy on the first evaluation manifest with the training support shaded."""
+    effects = [
+        effect
+        for row in rows
+        if row.outcome is not None
+        and (effect := claim_effect(row.claim_id, row.spec, row.detail.get("figures") or {}, row.outcome.outcome))
+    ]
+    parts = []
+    if effects:
+        file = "figures/claims-forest.png"
+        claims_figure(out_dir / file, effects)
+        left_out = sum(1 for row in rows if row.outcome is not None) - len(effects)
+        parts.append(
+            img(
+                file,
+                "claims: effect and interval against the bar",
+                f"Each claim with an effect size: its first recorded figure (green supported, red refuted, grey "
+                f"otherwise), its 95% interval and its bar (black tick; the arrow points to where the claim holds), "
+                f"with the paper's figure beside it. {left_out} evaluated claims without an effect size (gates, "
+                "pass/fail rules) are in the table only.",
+            )
+        )
+    plotted = next(
+        ((m, [s for s in series if s.points]) for m, series in per_manifest if any(s.points for s in series)), None
+    )
+    if plotted is not None:
+        manifest, series = plotted
+        file = f"figures/accuracy-{slug(manifest.name)}-{manifest.sha256[:8]}.png"
+        accuracy_figure(out_dir / file, manifest.name, series, support_depths, colors)  # section 2 shows it again
+        parts.append(
+            img(
+                file,
+                f"leading per-depth accuracy on {manifest.name}",
+                f"Every arm's per-depth final accuracy on <code>{esc(manifest.name)}</code> (Wilson 95% intervals), "
+                "the training support shaded: the tables below and section 2 give every manifest.",
+            )
+        )
+    return "".join(parts)
 
 
 def _training_section(out_dir: Path, arms: dict[str, list[StageLosses]]) -> str:

@@ -644,9 +644,43 @@ def test_the_claims_come_first_then_evaluation_rows_then_every_arms_training_los
     assert "5 steps over stages install, anneal; last step 0.9" in next(figure.iter("figcaption")).text()
 
 
+def test_the_report_leads_with_the_claims_as_a_picture(released):
+    """Section 1 opens with the forest plot (every claim with an effect size) and the per-depth accuracy with the
+    support shaded, both above the claims table."""
+    _, _, html_path = released
+    claims = section(parse_html(html_path), "claims")
+    order = [node.tag for node in claims.iter() if node.tag in ("figure", "table")]
+    assert order[:3] == ["figure", "figure", "table"], order
+    _, forest = figure_with_img(claims, "effect and interval against the bar")
+    _, accuracy = figure_with_img(claims, "leading per-depth accuracy")
+    for source in (forest, accuracy):
+        assert_png(html_path.parent / source)
+
+
+def test_claim_effects_put_each_statistic_on_a_shared_form():
+    from ledger.judge.noninferiority import tango_interval
+    from ledger.report.claim_effects import claim_effect
+
+    relay = claim_effect("relay", {"threshold": 0.8, "paper": {"figure": "relay 86.0%"}},
+                         {"accuracy": 0.833, "wilson_low": 0.774, "wilson_high": 0.879}, "supported")  # fmt: skip
+    assert relay is not None and (relay.value, relay.low, relay.bar, relay.paper) == (0.833, 0.774, 0.8, "relay 86.0%")
+    paired = claim_effect("A_beats_B", {"direction": "greater"}, {"helped": 689, "hurt": 6, "n": 896}, "supported")
+    expected = tango_interval(689, 6, 896, 0.95)
+    assert paired is not None and paired.value == (689 - 6) / 896 and paired.bar == 0.0 and paired.holds_above
+    assert (paired.low, paired.high) == (expected.lower, expected.upper) and paired.low < paired.value < paired.high
+    below = claim_effect("C_beyond", {"direction": "at_most", "threshold": 0.1},
+                         {"accuracy": 0.0, "wilson_low": 0.0, "wilson_high": 0.015}, "supported")  # fmt: skip
+    assert below is not None and not below.holds_above
+    kept = claim_effect("E_keeps", {}, {"difference": -0.04, "ci_low": -0.06, "ci_high": -0.01, "margin": 0.05}, None)
+    assert kept is not None and kept.bar == -0.05 and kept.low == -0.06
+    ratio = claim_effect("ratio", {}, {"ratio": 1.415, "bar": 1.3}, "supported")
+    assert ratio is not None and ratio.low is None and ratio.bar == 1.3  # one run: no interval to draw
+    assert claim_effect("gate", {}, {"passed": True}, "supported") is None
+
+
 def test_the_first_screen_shows_the_claims(released):
-    """The released paper's report opened in headless Chromium at 1400x1000: the claims section and its first
-    claim row end above the fold; the statistic is said in words (its kind's summary)."""
+    """The released paper's report opened in headless Chromium at 1400x1000: the claims section and the top of
+    its picture (the forest plot) are above the fold; the statistic is said in words (its kind's summary)."""
     from test_serve import _chromium
 
     _, _, html_path = released
@@ -654,7 +688,7 @@ def test_the_first_screen_shows_the_claims(released):
     script = (
         "<script>addEventListener('load', () => { const b = document.body;"
         " b.dataset.claimsTop = Math.round(document.getElementById('claims').getBoundingClientRect().top);"
-        " b.dataset.rowBottom = Math.round(document.querySelector('tr.claim').getBoundingClientRect().bottom);"
+        " b.dataset.rowBottom = Math.round(document.querySelector('#claims figure img').getBoundingClientRect().top);"
         " b.dataset.height = window.innerHeight; });</script>"
     )
     probe.write_text(html_path.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8")
