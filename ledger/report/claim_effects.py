@@ -35,7 +35,9 @@ def claim_effect(
     """The effect of one claim from its spec and recorded figures; None where it has no effect size."""
     paper = (spec.get("paper") or {}).get("figure")
 
-    def effect(scale, value, low, high, bar, above: bool | None = True) -> ClaimEffect:
+    def effect(scale, value, low, high, bar, above: bool | None = True) -> ClaimEffect | None:
+        if not isinstance(value, (int, float)):  # not measured (no rows, no frontier reached): nothing to draw
+            return None
         return ClaimEffect(claim_id, scale, float(value), low, high, bar, above, outcome, paper)
 
     if "wilson_low" in figures and "accuracy" in figures:
@@ -46,7 +48,7 @@ def claim_effect(
         margin = figures.get("margin", spec.get("margin"))
         return effect("difference in accuracy", figures["difference"], figures["ci_low"], figures["ci_high"],
                       -margin if margin is not None else None)  # fmt: skip
-    if {"helped", "hurt", "n"} <= figures.keys() and figures["n"]:
+    if all(isinstance(figures.get(key), int) for key in ("helped", "hurt", "n")) and figures["n"] > 0:
         helped, hurt, n = int(figures["helped"]), int(figures["hurt"]), int(figures["n"])
         interval = tango_interval(helped, hurt, n, 0.95)
         direction = spec.get("direction", "greater")

@@ -116,7 +116,8 @@ def test_phaseA_tiny_report_draws_every_arms_per_depth_curve(tiny_run):
     html = (folder / "out" / "report.html").read_text(encoding="utf-8")
     parser = _Images()
     parser.feed(html)
-    figure = [src for src in parser.images if src.startswith("figures/accuracy-phasea-eval-")]
+    # one figure, shown twice: leading the claims, and in the per-depth section
+    figure = sorted({src for src in parser.images if src.startswith("figures/accuracy-phasea-eval-")})
     assert len(figure) == 1 and (folder / "out" / figure[0]).stat().st_size > 10_000
     caption = re.search(r"Per-depth final accuracy on <code>phaseA_eval</code>, one line per arm: ([^<]+)\.", html)
     assert caption, "the per-depth accuracy figure of phaseA_eval is missing"

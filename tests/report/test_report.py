@@ -676,6 +676,9 @@ def test_claim_effects_put_each_statistic_on_a_shared_form():
     ratio = claim_effect("ratio", {}, {"ratio": 1.415, "bar": 1.3}, "supported")
     assert ratio is not None and ratio.low is None and ratio.bar == 1.3  # one run: no interval to draw
     assert claim_effect("gate", {}, {"passed": True}, "supported") is None
+    # a figure not measured (a dry run's frontier never reached, an empty row filter) is left out, not drawn
+    assert claim_effect("unmeasured", {}, {"ratio": None, "bar": 1.3}, "unverifiable") is None
+    assert claim_effect("no rows", {}, {"accuracy": None, "wilson_low": None, "wilson_high": None}, None) is None
 
 
 def test_the_first_screen_shows_the_claims(released):
