@@ -4,9 +4,11 @@ write permission on the folder (as root, the commands run as `nobody` through se
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -24,6 +26,24 @@ def _as_reader(args: list[str], home: Path) -> subprocess.CompletedProcess:
         command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", *command]
     env = {**os.environ, "HOME": str(home), "MPLCONFIGDIR": str(home / "mpl"), "XDG_CACHE_HOME": str(home)}
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+
+
+@contextlib.contextmanager
+def _traversable_by_nobody(*paths: Path):
+    """The folders above ``paths`` passable by any user while the block runs: a clone in `mktemp -d` lies in a
+    0700 folder, where `nobody` could not reach the checkout or its Python. Each mode is put back after."""
+    changed: dict[Path, int] = {}
+    for path in paths:
+        for folder in path.resolve().parents:
+            mode = folder.stat().st_mode
+            if folder not in changed and not mode & stat.S_IXOTH:
+                changed[folder] = stat.S_IMODE(mode)
+                folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+    try:
+        yield
+    finally:
+        for folder, mode in changed.items():
+            folder.chmod(mode)
 
 
 def _state(folder: Path) -> dict[str, str]:
@@ -60,13 +80,14 @@ def test_the_auditors_commands_read_a_ledger_in_a_read_only_folder_and_create_no
             "status": ["status", "protocols/smoke.yaml", "--db", db, "--out", str(ledger / "out")],
             "report": ["report", "smoke", "--db", db, "--out", str(home / "report")],
         }
-        for name, args in commands.items():
-            done = _as_reader(args, home)
-            assert done.returncode == 0, (name, done.stdout[-2000:], done.stderr[-2000:])
-            assert "readonly" not in done.stderr.lower() and "Traceback" not in done.stderr, (name, done.stderr)
-            assert _state(ledger) == before, f"{name} changed the ledger's folder"
-        # the readers could not have written even if they tried: the same user cannot create a file there
-        touched = _as_reader(["query", "SELECT 1", "--db", f"sqlite:///{ledger / 'new.db'}"], home)
+        with _traversable_by_nobody(ROOT, Path(sys.executable)):
+            for name, args in commands.items():
+                done = _as_reader(args, home)
+                assert done.returncode == 0, (name, done.stdout[-2000:], done.stderr[-2000:])
+                assert "readonly" not in done.stderr.lower() and "Traceback" not in done.stderr, (name, done.stderr)
+                assert _state(ledger) == before, f"{name} changed the ledger's folder"
+            # the readers could not have written even if they tried: the same user cannot create a file there
+            touched = _as_reader(["query", "SELECT 1", "--db", f"sqlite:///{ledger / 'new.db'}"], home)
         assert touched.returncode != 0 and not (ledger / "new.db").exists()
     finally:
         for path in [outer, *outer.rglob("*")]:
