@@ -10,29 +10,29 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
+
+from ledger.inputs import NotRegular, open_regular
 
 
 class ArtifactMismatch(Exception):
     """A recorded file whose bytes no longer hash to what the ledger records (exit 4)."""
 
 
-def _open_regular(file: Path) -> int:
-    descriptor = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO swapped in does not block
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise ArtifactMismatch(f"{file}: not a regular file where the ledger records a checkpoint: refused")
-    return descriptor
+def _open_regular(file: Path) -> BinaryIO:
+    try:
+        return open_regular(file)  # a FIFO swapped in does not block
+    except NotRegular:
+        raise ArtifactMismatch(f"{file}: not a regular file where the ledger records a checkpoint: refused") from None
 
 
 def check_in_place(file: Path, sha256: str, what: str) -> Path:
     """``file`` once it re-hashes to ``sha256``; ``ArtifactMismatch`` naming both hashes otherwise."""
     digest = hashlib.sha256()
-    with os.fdopen(_open_regular(file), "rb") as handle:
+    with _open_regular(file) as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     _compare(file, digest.hexdigest(), sha256, what)
@@ -45,7 +45,7 @@ def checked_copy(file: Path, sha256: str, what: str) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="ledger-checked-") as folder:
         copy = Path(folder) / file.name
         digest = hashlib.sha256()
-        with os.fdopen(_open_regular(file), "rb") as source, open(copy, "wb") as target:
+        with _open_regular(file) as source, open(copy, "wb") as target:
             while chunk := source.read(1 << 20):
                 digest.update(chunk)
                 target.write(chunk)

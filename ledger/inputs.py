@@ -12,6 +12,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 # The budgets: the committed protocols and claim files are 4-15 KB, their longest string about 1,200 characters.
 MAX_DOCUMENT_BYTES = 1 << 20  # a protocol, claim file, release mapping or proof file
@@ -36,25 +37,40 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+class NotRegular(Exception):
+    """A path that is not a regular file; ``kind`` says what it is ("a FIFO", "a device", ...)."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind
+
+
+def open_regular(path: str | os.PathLike) -> BinaryIO:
+    """A binary handle on ``path`` (links followed), a regular file: ``stat`` first, then opened without blocking
+    and checked again, so that a path swapped for a FIFO after the stat does not block the open. ``NotRegular``
+    for anything else; ``OSError`` as the system says (not found, no permission)."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotRegular(_kind(mode))
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise NotRegular("not a regular file")
+    return os.fdopen(descriptor, "rb")
+
+
 def read_bytes(path: str | os.PathLike, what: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
     """The bytes of ``path``, a regular file of at most ``limit`` bytes; ``InputFileError`` otherwise."""
     name = str(path)
     try:
-        mode = os.stat(path).st_mode
+        handle = open_regular(path)
     except FileNotFoundError:
         raise InputFileError(f"{name}: file not found") from None
+    except NotRegular as found:
+        raise InputFileError(f"{name}: is {found.kind}, not a {what} file") from None
     except OSError as error:
         raise InputFileError(f"{name}: cannot read: {error.strerror or error}") from None
-    if not stat.S_ISREG(mode):
-        raise InputFileError(f"{name}: is {_kind(mode)}, not a {what} file")
-    try:
-        # O_NONBLOCK: should the path be swapped for a FIFO after the stat, the open does not wait for a writer
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as error:
-        raise InputFileError(f"{name}: cannot read: {error.strerror or error}") from None
-    with os.fdopen(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise InputFileError(f"{name}: is not a regular file, not a {what} file")
+    with handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise InputFileError(f"{name}: larger than the {limit:,}-byte budget of a {what} file: refused")

@@ -29,7 +29,7 @@ KNOWN_PREFIXES = ("LEDGER_TEST_",)
 _PASSWORD = re.compile(r"(://[^:/@]*:)[^@]*@")
 
 
-def set_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def recorded_variables(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Every ``LEDGER_*`` variable set in ``environ`` (this process's by default), passwords masked."""
     environ = os.environ if environ is None else environ
     return {name: _PASSWORD.sub(r"\1***@", value) for name, value in sorted(environ.items()) if name.startswith(PREFIX)}

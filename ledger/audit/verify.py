@@ -183,18 +183,16 @@ def unknown_variable_flags(store: Store, protocol_name: str) -> list[str]:
     """One flag per run of this protocol made with a ``LEDGER_*`` variable this ledger does not know: nothing
     outside the protocol may change a reading, and an unknown switch is what an auditor must be told of."""
     shas = {p.sha256 for p in store.protocols(name=protocol_name)}
+    runs = [run for run in store.rows_of("runs") if run["protocol_sha256"] in shas]
     flags = []
-    for run in store.rows_of("runs"):
-        if run["protocol_sha256"] not in shas:
-            continue
-        try:
-            recorded = json.loads(run.get("environment_json") or "{}").get("ledger_variables") or {}
-        except (ValueError, AttributeError):
-            recorded = {}
-        unknown = unknown_variables(recorded) if isinstance(recorded, dict) else []
+    for run_ids, environment in recorded_environments(runs):  # each distinct record parsed once
+        recorded = environment.get("ledger_variables")
+        if not isinstance(recorded, dict):
+            continue  # a record made before the variables were kept
+        unknown = unknown_variables(recorded)
         if unknown:
             shown = ", ".join(f"{name}={recorded[name]}" for name in unknown)
-            flags.append(f"run {run['run_id']} was made with {shown}: not a variable this ledger knows")
+            flags += [f"run {run_id} was made with {shown}: not a variable this ledger knows" for run_id in run_ids]
     return flags
 
 

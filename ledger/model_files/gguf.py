@@ -103,7 +103,9 @@ def _walk(cursor: _Cursor) -> GGUFMetadata:
     alignment = metadata.values.get("general.alignment", DEFAULT_ALIGNMENT)
     if type(alignment) is not int or alignment <= 0 or alignment & (alignment - 1):
         raise cursor.refuse("general.alignment is not a power of two")
-    extents = [_tensor_info(cursor) for _ in range(tensors)]
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType  # gguf's own table of ggml block sizes
+
+    extents = [_tensor_info(cursor, GGML_QUANT_SIZES, GGMLQuantizationType) for _ in range(tensors)]
     data_start = -(-cursor.at // alignment) * alignment
     data_bytes = len(cursor.data) - data_start
     for offset, nbytes in extents:
@@ -138,10 +140,8 @@ def _skip_array(cursor: _Cursor) -> int:
     return length
 
 
-def _tensor_info(cursor: _Cursor) -> tuple[int, int]:
-    """(offset, bytes) of one tensor, from its dims and ggml type (``gguf``'s own table of block sizes)."""
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
-
+def _tensor_info(cursor: _Cursor, sizes, types) -> tuple[int, int]:
+    """(offset, bytes) of one tensor, from its dims and ggml type (``sizes``: type -> (block, bytes))."""
     cursor.string()
     dims = cursor.unpack("I")
     if not 1 <= dims <= MAX_DIMS:
@@ -150,7 +150,7 @@ def _tensor_info(cursor: _Cursor) -> tuple[int, int]:
     kind = cursor.unpack("I")
     offset = cursor.unpack("Q")
     try:
-        block, type_bytes = GGML_QUANT_SIZES[GGMLQuantizationType(kind)]
+        block, type_bytes = sizes[types(kind)]
     except (ValueError, KeyError):
         raise cursor.refuse(f"tensor type {kind}") from None
     elements = math.prod(shape)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
+from ledger import inputs
 from ledger.model_files.errors import ModelFileError
 
 
@@ -23,11 +25,10 @@ def regular_size(path: Path, what: str, budget: int | None = None) -> int:
     return status.st_size
 
 
-def open_regular(path: Path, what: str):
+def open_regular(path: Path, what: str) -> BinaryIO:
     """A binary handle on ``path``, checked again after opening (a swap to a FIFO does not block the open)."""
     regular_size(path, what)
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise ModelFileError(f"{path}: the {what} is not a regular file: refused")
-    return os.fdopen(descriptor, "rb")
+    try:
+        return inputs.open_regular(path)
+    except (inputs.NotRegular, OSError):
+        raise ModelFileError(f"{path}: the {what} is not a regular file: refused") from None

@@ -32,7 +32,7 @@ from typing import Any
 
 from ledger.environment import lock_record, normalise
 from ledger.plugins import plugin_modules
-from ledger.variables import set_variables
+from ledger.variables import recorded_variables
 
 # The packages the report's environment table names; every distribution is recorded.
 PACKAGES = ("ledger", "torch", "transformers", "peft", "safetensors", "accelerate")
@@ -141,7 +141,7 @@ def current_environment(project_folder: Path | None = None) -> dict[str, Any]:
     """This process's environment record (without an arm's device). torch's part is read only where
     torch is installed: an auditor's ``ledger verify`` needs none, and says so."""
     record = copy.deepcopy(_machine_and_code(project_folder.resolve() if project_folder else None))
-    record.update(ledger_variables=set_variables(), plugins=plugin_modules())
+    record["ledger_variables"] = recorded_variables()  # read at every record, as the threads are
     if importlib.util.find_spec("torch") is None:
         record.update(torch=None, torch_build=None, threads=None, interop_threads=None, determinism=None)
         return record
@@ -185,6 +185,7 @@ def _machine_and_code(project_folder: Path | None) -> dict[str, Any]:
         "distributions": distributions,
         "lock": lock_record(LOCK_FOLDER, distributions),
         "git": project,
+        "plugins": plugin_modules(),  # imported once, by the command's start
     }
     if source is not None and (project is None or source["root"] != project["root"]):
         record["ledger_git"] = source
