@@ -29,9 +29,31 @@ def claim_file_record(protocol_sha256: str, path: Path, claim_file: ClaimFile, k
         "correction": claim_file.correction,
         "claims": list(keys),
     }
+    if claim_file.rules != 1:  # the claim rules it is judged under for good (a file before them: rules 1)
+        record.update(_rules_fields(claim_file))
     if claim_file.families:  # declared families (their corrections and members) are preregistered too
         record["families"] = _families(claim_file)
     return record
+
+
+def _rules_fields(claim_file: ClaimFile) -> dict[str, Any]:
+    """What rules 2 read of the file itself: its rules, primary claims and declared acquisitions."""
+    dumped = claim_file.model_dump(mode="json", include={"primary", "acquisition"})
+    return {"rules": claim_file.rules, "primary": dumped["primary"], "acquisition": dumped["acquisition"]}
+
+
+def changed_rules_fields(store: Store, protocol_sha256s: tuple[str, ...], claim_file: ClaimFile) -> list[str]:
+    """``field: registered -> now`` for the file's rules, primary claims and acquisitions, where they changed since
+    registration (a record from before rules 2 registered rules 1, with neither)."""
+    record = _registered_record(store, protocol_sha256s, claim_file)
+    if record is None:
+        return []
+    before = {
+        "rules": record.get("rules", 1),
+        "primary": record.get("primary", []),
+        "acquisition": record.get("acquisition", {}),
+    }
+    return spec_changes(before, _rules_fields(claim_file))
 
 
 def _families(claim_file: ClaimFile) -> dict[str, Any]:

@@ -99,6 +99,8 @@ def _refuse_claims(claim_files: list[tuple[Path, ClaimFile]], found_in: Callable
     claim file: bad input, raised before anything is written."""
     issues = [
         ProtocolIssue(str(claim_path), None, f"claims.{found.index}", f"claim {found.claim_id} {found.message}")
+        if found.index is not None
+        else ProtocolIssue(str(claim_path), None, found.field, found.message)
         for claim_path, claim_file in claim_files
         for found in found_in(claim_file)
     ]
@@ -123,6 +125,15 @@ def refuse_unacquired(claim_files: list[tuple[Path, ClaimFile]], manifests: dict
     _refuse_claims(claim_files, lambda claim_file: unacquired_claims(claim_file, chances))
 
 
+def refuse_against_rules(claim_files: list[tuple[Path, ClaimFile]], protocol: Protocol, manifests: dict) -> None:
+    """The claim rules each file follows (``ledger.judge.claim_rules``): rules 2's declarations and bounds."""
+    from ledger.judge.claim_rules import registration_issues
+
+    gates = {gate.id: gate.model_dump(mode="json") for gate in protocol.gates}
+    depths = {name: [row.depth for row in manifest.rows] for name, manifest in manifests.items()}
+    _refuse_claims(claim_files, lambda claim_file: registration_issues(claim_file, gates, depths))
+
+
 def _write(
     store: Store,
     path: Path,
@@ -140,6 +151,8 @@ def _write(
         refuse_unwinnable(claim_files, manifests)
     if acquisition:
         refuse_unacquired(claim_files, manifests)
+    if power or acquisition:
+        refuse_against_rules(claim_files, protocol, manifests)
     sha = store.add_protocol(json.loads(protocol.canonical()), name=protocol.name, version=str(protocol.version))
     manifest_shas = {name: store.add_manifest(manifest, protocol_sha256=sha) for name, manifest in manifests.items()}
     from ledger.audit.as_registered import record_claim_file

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.audit.as_registered import changed_correction, changed_families, missing_claims, spec_changes
+from ledger.audit.as_registered import (
+    changed_correction,
+    changed_families,
+    changed_rules_fields,
+    missing_claims,
+    spec_changes,
+)
 from ledger.audit.history import note_versions
 from ledger.audit.importer import registered_release, release_document
 from ledger.audit.integrity import Finding, Integrity, protocol_file_problems
@@ -37,8 +43,10 @@ from ledger.audit.verdicts import (
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.environment import environment_differences, recorded_environments
 from ledger.inputs import read_text
-from ledger.judge.claim_files import evaluate_claims
+from ledger.judge.claim_files import evaluate_claims_beside
+from ledger.judge.claim_rules import CURRENT as CURRENT_RULES
 from ledger.judge.claims import ClaimResult
+from ledger.protocol.arms import design_departures
 from ledger.protocol.claims import ClaimFile, claim_manifests, claim_subjects, load_claims, manifest_of
 from ledger.protocol.loader import ProtocolError, bounded_yaml
 from ledger.store import Store
@@ -245,11 +253,18 @@ def _verify_file(
         return [ClaimVerdict(str(path), claim.id, "unverifiable", "unverifiable", scope) for claim in claim_file.claims]
     scope.claim_keys = tuple(claim_key(claim_file.protocol, claim.id) for claim in claim_file.claims)
     evidence = StoreEvidence(store, scope.protocol_shas)
-    results = evaluate_claims(claim_file, evidence)
-    verdicts = [
-        _verdict(store, path, claim, result, evidence, integrity, claim_file.protocol, scope)
-        for claim, result in zip(claim_file.claims, results)
-    ]
+    results, current = evaluate_claims_beside(claim_file, evidence)
+    arms = evidence.protocol_part("arms")
+    verdicts = []
+    for claim, result, now in zip(claim_file.claims, results, current):
+        verdict = _verdict(store, path, claim, result, evidence, integrity, claim_file.protocol, scope)
+        verdict.rules, verdict.not_counted = claim_file.rules, result.not_counted
+        if claim_file.rules < CURRENT_RULES:
+            verdict.current = (now.outcome, now.not_counted, now.reason)
+        verdict.departures = tuple(
+            dict.fromkeys(d for arm in claim_subjects(claim) for d in design_departures(arms.get(arm, {})))
+        )
+        verdicts.append(verdict)
     _flag_unacquired(store, claim_file, evidence, verdicts)
     return verdicts + _as_registered(store, path, claim_file, scope, verdicts)
 
@@ -290,6 +305,14 @@ def _as_registered(
                     f"the file's correction is {claim_file.correction!r}, registered as {registered!r}: a family's "
                     "correction is part of the preregistration"
                 )
+    rules_changes = changed_rules_fields(store, scope.protocol_shas, claim_file)
+    if rules_changes:
+        for verdict in verdicts:
+            verdict.integrity = "tampered"
+            verdict.problems.append(
+                f"the file's claim rules changed since registration ({'; '.join(rules_changes)}): the rules a file "
+                "is judged under, its primary claims and acquisitions are part of the preregistration"
+            )
     for family, change in changed_families(store, scope.protocol_shas, claim_file).items():
         for verdict in verdicts:
             if any(claim.id == verdict.claim_id and claim.family == family for claim in claim_file.claims):

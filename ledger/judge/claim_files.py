@@ -10,10 +10,24 @@ from ledger.store.evidence_source import EvidenceSource
 
 
 def evaluate_claims(claim_file: ClaimFile, evidence: EvidenceSource) -> list[ClaimResult]:
-    """Every claim of a file, each family corrected over all its members (``correct_families``), then the
-    preconditions (``apply_preconditions``)."""
-    results = correct_families(claim_file, [evaluate_claim(claim, evidence) for claim in claim_file.claims])
-    return apply_preconditions(claim_file, results, evidence)
+    """Every claim of a file judged under the file's claim rules (``ledger.judge.claim_rules``)."""
+    return evaluate_claims_beside(claim_file, evidence)[0]
+
+
+def evaluate_claims_beside(
+    claim_file: ClaimFile, evidence: EvidenceSource
+) -> tuple[list[ClaimResult], list[ClaimResult]]:
+    """(under the file's own rules, under the current rules): each statistic computed once. Rules 1: each family
+    corrected over all its members (``correct_families``), then the preconditions (``apply_preconditions``)."""
+    from ledger.judge.claim_rules import judge_under_rules_2
+
+    raw = [evaluate_claim(claim, evidence) for claim in claim_file.claims]
+    gates = evidence.protocol_part("gates")
+    current = judge_under_rules_2(claim_file, raw, gates, evidence.gate_passed)
+    if claim_file.rules >= 2:
+        return current, current
+    own = apply_preconditions(claim_file, correct_families(claim_file, raw), evidence)
+    return own, current
 
 
 def apply_preconditions(

@@ -40,6 +40,8 @@ class ClaimResult:
     p_value: float | None = None
     family: str | None = None
     alpha: float | None = None
+    # why the outcome is reported but never counted as support (exploratory, true by construction): claim rules 2
+    not_counted: str | None = None
     # the rows the statistic computed on (``ledger.judge.selection``); recorded with its test, not in to_dict
     rows_used: list[RowsUsed] = field(default_factory=list, repr=False)
 

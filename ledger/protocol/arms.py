@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -170,6 +171,12 @@ class SplitBridge(_LateOptions):
     def model_options(self) -> dict[str, Any]:
         return {"bridge": self.kind, "state_norm": self.state_norm, "reentry": self.reentry}
 
+    def departures(self) -> tuple[str, ...]:
+        """Where this bridge departs from the paper's design S (empty: the paper's bridge)."""
+        return (("answer-only re-entry",) if self.reentry == "answer" else ()) + (
+            ("state normalised",) if self.state_norm else ()
+        )
+
     def describe(self) -> str:
         """What a reader of a summary needs to know: the paper's bridge or not, and where it departs."""
         if self.reentry == "all":
@@ -197,6 +204,10 @@ class ConcatBridge(_LateOptions):
     )
 
     _late_options = ("block_norms",)
+
+    def departures(self) -> tuple[str, ...]:
+        """Where this adapter departs from design M as published (empty: its design): s0 random is the seed's."""
+        return () if self.initial_state == "random" else (f"{self.initial_state} initial state",)
 
     def describe(self) -> str:
         state = f"random s0 (sigma {self.sigma:g})" if self.initial_state == "random" else f"{self.initial_state} s0"
@@ -233,6 +244,17 @@ BRIDGES.add(
 )
 Bridge = Annotated[SplitBridge | ConcatBridge, Field(discriminator="kind")]
 check_union(BRIDGES, Bridge)
+
+
+def design_departures(arm: Mapping[str, Any]) -> tuple[str, ...]:
+    """Where an arm, as a protocol's canonical document holds it, departs from its paper's design: its bridge's
+    departures (``departures()``); an arm with no bridge (a dense control, a base) is the paper's own."""
+    bridge = arm.get("bridge")
+    if not isinstance(bridge, Mapping) or bridge.get("kind") not in BRIDGES:
+        return ()
+    model: Any = BRIDGES[str(bridge["kind"])].spec
+    departures = getattr(model.model_validate(dict(bridge)), "departures", None)
+    return tuple(departures()) if departures is not None else ()
 
 
 class FullBlockBudget(StrictModel):

@@ -31,6 +31,14 @@ class StatisticKind(Kind):
     # undecidable, ``no_power_check`` saying why. Every statistic declares exactly one of the two.
     power: str = ""
     no_power_check: str = ""
+    compares: bool = False  # it compares its arms (or one arm read two ways): each must show it learnt its task
+    # How a supported outcome is decided, for claim rules 2 (``ledger.judge.claim_rules``): "test" (a p-value),
+    # "bound" (a one-sided 95% bound against a threshold), "run_level" (one training run's quantity: judged over
+    # training seeds), "recorded" (a gate's verdict) or "descriptive" (none of these: exploratory only).
+    decided_by: str = ""
+
+    def decision(self) -> str:
+        return self.decided_by or ("test" if self.tested else "descriptive")
 
     def __post_init__(self) -> None:
         if bool(self.power) == bool(self.no_power_check):
@@ -90,7 +98,13 @@ class PaperFinding(StrictModel):
 class ClaimSpec(StrictModel):
     # Fields added after claims were first registered, with the default that means "not set": written out
     # only when set, so that every claim registered before keeps its canonical form and hash.
-    ADDED_LATER: ClassVar[dict[str, Any]] = {"audited_outcome": "supported", "requires": [], "paper": None}
+    ADDED_LATER: ClassVar[dict[str, Any]] = {
+        "audited_outcome": "supported",
+        "requires": [],
+        "paper": None,
+        "exploratory": False,
+        "by_construction": None,
+    }
 
     @model_serializer(mode="wrap")
     def _omit_unset_later_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -131,6 +145,19 @@ class ClaimSpec(StrictModel):
         default=None,
         description="The paper's finding this claim replicates (its outcome and figure): the summary, the report "
         "and verify count the claims that replicate it.",
+    )
+
+    exploratory: bool = Field(
+        default=False,
+        description="Exploratory: judged and reported, never counted as support, in no multiplicity correction "
+        "(claim rules 2: every claim with neither a test nor a bound, and every run-level quantity on one training "
+        "run, is exploratory).",
+    )
+    by_construction: str | None = Field(
+        default=None,
+        min_length=1,
+        description='Why this claim holds by construction (e.g. "E\'s loop 1 is the base, bit for bit"): reported, '
+        "never tallied.",
     )
 
     def holds_without_acquisition(self) -> bool:

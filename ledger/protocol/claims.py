@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from ledger.protocol.checkpoint_claims import CheckpointTrendClaim, KeepsAllClaim
 from ledger.protocol.claim_common import STATISTICS as STATISTICS
-from ledger.protocol.claim_common import ClaimSpec
+from ledger.protocol.claim_common import ClaimSpec, Precondition
 from ledger.protocol.claim_common import RowFilter as RowFilter
 from ledger.protocol.claim_common import StatisticKind as StatisticKind
 from ledger.protocol.common import StrictModel
@@ -229,6 +229,7 @@ for _statistic in (
         "exact McNemar on the discordant pairs",
         tested=True,
         power="ledger.judge.power:paired_best_case",
+        compares=True,
     ),
     StatisticKind(
         "accuracy",
@@ -236,6 +237,7 @@ for _statistic in (
         "ledger.judge.claims:accuracy",
         "one arm's accuracy against a threshold",
         no_power_check="a proportion against a threshold: any count of rows decides it",
+        decided_by="bound",
     ),
     StatisticKind(
         "noninferiority",
@@ -244,6 +246,7 @@ for _statistic in (
         "Tango's paired non-inferiority with a margin",
         tested=True,
         power="ledger.judge.power:noninferiority_best_case",
+        compares=True,
     ),
     StatisticKind(
         "frontier_ratio",
@@ -252,6 +255,7 @@ for _statistic in (
         "frontier depth / training support",
         reads="per_depth",
         power="ledger.judge.power:frontier_reach",
+        decided_by="run_level",
     ),
     StatisticKind(
         "support_scaling",
@@ -260,6 +264,7 @@ for _statistic in (
         "frontier / support across training supports: every ratio and their spread",
         reads="per_depth",
         power="ledger.judge.power:support_reach",
+        decided_by="run_level",
     ),
     StatisticKind(
         "gate",
@@ -268,6 +273,7 @@ for _statistic in (
         "a recorded gate result",
         reads="gate",
         no_power_check="a recorded pass or fail: the gate's own threshold decides it",
+        decided_by="recorded",
     ),
     StatisticKind(
         "persistence",
@@ -276,6 +282,7 @@ for _statistic in (
         "active-cell accuracy, or the share of cells above the diagonal that advance or stay",
         reads="cells",
         no_power_check="a share of cells against a threshold: any count of cells decides it",
+        decided_by="bound",
     ),
     StatisticKind(
         "paired_loss",
@@ -285,6 +292,7 @@ for _statistic in (
         reads="losses",
         tested=True,
         power="ledger.judge.power:paired_best_case",
+        compares=True,
     ),
     StatisticKind(
         "at_equal_flops",
@@ -294,6 +302,7 @@ for _statistic in (
         reads="curve",
         tested=True,
         power="ledger.judge.power:paired_best_case",
+        compares=True,
     ),
     StatisticKind(
         "training_stable",
@@ -312,6 +321,7 @@ for _statistic in (
         reads="exits",
         tested=True,
         power="ledger.judge.power:adaptive_depth_best_case",
+        compares=True,
     ),
     StatisticKind(
         "keeps_all",
@@ -360,6 +370,24 @@ class ClaimFile(StrictModel):
         description="Families declared with their own correction and members (each member names the family). A "
         "family is judged only when every member is measured: one unmeasured member leaves all unverifiable.",
     )
+    rules: Literal[1, 2] = Field(
+        default=1,
+        description="The claim rules this file is registered and judged under (``ledger.judge.claim_rules``): 2, "
+        "the current, for a new file; a file without the field follows rules 1, and verify shows its tally under "
+        "rules 2 beside.",
+    )
+    primary: list[KeyName] = Field(
+        default_factory=list,
+        description="Rules 2: the primary claim(s), by id, corrected by Holm among themselves; every other "
+        "confirmatory claim with a test is corrected by Holm across the whole file.",
+    )
+    acquisition: KeyNameMap[list[Precondition]] = Field(
+        default_factory=dict,
+        description="Rules 2: arm -> what shows it learnt its own task (claims of this file by id, or gates "
+        "{gate, arm}), for every arm a claim compares (a dense control's depth-1 accuracy, a scratchpad control's "
+        "accuracy inside its support, a recurrent arm's installation gate). A comparison whose arm's acquisition is "
+        "not met is unverifiable.",
+    )
     claims: list[Claim] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -371,6 +399,7 @@ class ClaimFile(StrictModel):
             seen.add(claim.id)
         self._check_families()
         self._check_preconditions()
+        self._check_rules_fields()
         if self.release is None:
             for index, claim in enumerate(self.claims):
                 if claim.audited_outcome != "supported":
@@ -404,6 +433,25 @@ class ClaimFile(StrictModel):
                 if current not in seen:
                     seen.add(current)
                     stack.extend(needs.get(current, []))
+
+    def _check_rules_fields(self) -> None:
+        """``primary`` and ``acquisition`` name claims of this file (and rules 2, which reads them)."""
+        ids = {claim.id for claim in self.claims}
+        if self.rules < 2:
+            for field in ("primary", "acquisition"):
+                if getattr(self, field):
+                    raise _located(f"{field} is read by claim rules 2: set `rules: 2`", [field])
+        for position, name in enumerate(self.primary):
+            if name not in ids:
+                raise _located(f"{name!r} is not a claim of this file", ["primary", position])
+        for arm, preconditions in self.acquisition.items():
+            if not preconditions:
+                raise _located(
+                    "name at least one claim or gate that shows this arm learnt its task", ["acquisition", arm]
+                )
+            for position, required in enumerate(preconditions):
+                if isinstance(required, str) and required not in ids:
+                    raise _located(f"{required!r} is not a claim of this file", ["acquisition", arm, position])
 
     def _check_families(self) -> None:
         named: dict[str, list[str]] = {}

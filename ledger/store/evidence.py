@@ -35,6 +35,14 @@ class StoreEvidence(EvidenceSource):
     _outcomes: dict[tuple, dict[str, tuple[int, bool]] | None] = field(default_factory=dict, init=False, repr=False)
     _by_checkpoint: dict[tuple, dict] = field(default_factory=dict, init=False, repr=False)
 
+    def protocol_part(self, part: str) -> dict[str, dict]:
+        registered = self.store.protocols(sha256s=self.protocol_sha256s)
+        if not registered:
+            return {}
+        document = json.loads(registered[-1].canonical_json)
+        items = document.get(part) if isinstance(document, dict) else None
+        return {str(item["id"]): item for item in items or [] if isinstance(item, dict) and "id" in item}
+
     def manifest_sha256(self, manifest: str) -> str | None:
         """The latest registered manifest of that name in scope (a manifest two versions share included);
         resolved once per name, as every read of a claim asks again."""

@@ -52,6 +52,11 @@ class RowsUsed:
 class EvidenceSource(ABC):
     """The reads a statistic may make, each of one arm on one manifest (by its name in the protocol)."""
 
+    def protocol_part(self, part: str) -> dict[str, dict]:
+        """The registered protocol's ``arms`` or ``gates``, by id, as its canonical document holds them (the
+        latest version in scope); empty where the evidence has no protocol (an imported release)."""
+        return {}
+
     @abstractmethod
     def outcomes(self, arm: str, manifest: str, loop: int | None) -> Outcomes | None:
         """At ``loop`` (None: each row's final reading), by the arm's final checkpoint; None if absent."""

@@ -16,6 +16,10 @@ class MemoryEvidence(EvidenceSource):
     outcome_map: Mapping[tuple[str, str, Any], Outcomes] = field(default_factory=dict)
     count_map: Mapping[tuple[str, str], dict[int, tuple[int, int]]] = field(default_factory=dict)
     gates: Mapping[tuple[str, str], bool] = field(default_factory=dict)
+    protocol: Mapping[str, dict[str, dict]] = field(default_factory=dict)  # "arms" / "gates" -> id -> spec
+
+    def protocol_part(self, part: str) -> dict[str, dict]:
+        return dict(self.protocol.get(part, {}))
 
     def outcomes(self, arm: str, manifest: str, loop: int | None) -> Outcomes | None:
         return self.outcome_map.get((arm, manifest, loop))
