@@ -67,7 +67,7 @@ def test_the_same_comparison_against_a_competent_control_is_supported(tmp_path, 
     db = _project(tmp_path, monkeypatch, RULES_2)
     assert run("register", "protocol.yaml", "--db", db) == 0
     write_evidence(tmp_path, db)  # B right at depth 1
-    code, report = verify_json(db, "claims.yaml", capsys=capsys)
+    _code, report = verify_json(db, "claims.yaml", capsys=capsys)
     assert by_id(report)["A_beats_B"]["outcome"] == "supported", report
     assert report["tally"]["supported"] == 3 and "under_current_rules" not in report["tally"]
 

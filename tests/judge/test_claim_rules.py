@@ -62,13 +62,13 @@ def _outcomes(claim_file: ClaimFile, evidence: MemoryEvidence) -> dict[str, str]
 # B answers 11 of 64 depth-1 rows (the committed phaseA-tiny record's B) and nothing deeper; A answers most rows.
 INCOMPETENT_B = MemoryEvidence(
     outcome_map={
-        ("A", "eval", None): _rows({depth: 60 for depth in DEPTHS}),
+        ("A", "eval", None): _rows(dict.fromkeys(DEPTHS, 60)),
         ("B", "eval", None): _rows({1: 11}),
     }
 )
 COMPETENT_B = MemoryEvidence(
     outcome_map={
-        ("A", "eval", None): _rows({depth: 60 for depth in DEPTHS}),
+        ("A", "eval", None): _rows(dict.fromkeys(DEPTHS, 60)),
         ("B", "eval", None): _rows({1: 64, 2: 30}),
     }
 )
@@ -230,8 +230,8 @@ def test_a_claim_without_a_test_or_a_bound_is_exploratory_and_never_support():
         "threshold": 1.3,
     }
     evidence = MemoryEvidence(
-        outcome_map={("A", "eval", None): _rows({depth: 64 for depth in DEPTHS})},
-        count_map={("A", "eval"): {depth: (64, 64) for depth in DEPTHS}},
+        outcome_map={("A", "eval", None): _rows(dict.fromkeys(DEPTHS, 64))},
+        count_map={("A", "eval"): dict.fromkeys(DEPTHS, (64, 64))},
     )
     own, current = evaluate_claims_beside(_file(frontier), evidence)
     assert own[0].outcome == "supported" and own[0].not_counted is None
