@@ -184,3 +184,25 @@ def note_versions(store: Store, protocol: str, is_protocol: bool, verdicts: list
     history = protocol_history(store, protocol)
     for verdict in verdicts:
         verdict.versions = history.claim_note(claim_key(protocol, verdict.claim_id), verdict.outcome)
+
+
+def version_story(store: Store, name: str, sha256: str) -> list[str]:
+    """How this version came to be, for a summary or a report's lead: "version 3 of 3 registered of NAME", then
+    each recorded deviation on the way to it, oldest first, with the reason its author recorded (what outcome
+    led to it) and how many items it changed. A single version: the first line alone."""
+    versions = store.protocols(name=name, release=False)
+    numbers = {version.sha256: index for index, version in enumerate(versions, 1)}
+    if sha256 not in numbers:
+        return []
+    lines = [f"version {numbers[sha256]} of {len(versions)} registered of {name}"]
+    chain: list[str] = []
+    for version in versions[: numbers[sha256]]:
+        grouped: dict[tuple[str, str, str], int] = {}
+        for deviation in store.deviations_to(version.sha256):
+            key = (deviation.protocol_sha256, deviation.timing, deviation.reason)
+            grouped[key] = grouped.get(key, 0) + 1
+        for (before, timing, reason), items in grouped.items():
+            chain.append(
+                f"version {numbers.get(before, '?')} -> {numbers[version.sha256]} ({timing}, {items} item(s)): {reason}"
+            )
+    return lines + chain

@@ -126,12 +126,17 @@ def refuse_unacquired(claim_files: list[tuple[Path, ClaimFile]], manifests: dict
 
 
 def refuse_against_rules(claim_files: list[tuple[Path, ClaimFile]], protocol: Protocol, manifests: dict) -> None:
-    """The claim rules each file follows (``ledger.judge.claim_rules``): rules 2's declarations and bounds."""
+    """The claim rules each file follows (``ledger.judge.claim_rules``): rules 2's declarations and bounds, and a
+    paper's figure on a claim of another statistic or benchmark (any rules)."""
     from ledger.judge.claim_rules import registration_issues
 
     gates = {gate.id: gate.model_dump(mode="json") for gate in protocol.gates}
     depths = {name: [row.depth for row in manifest.rows] for name, manifest in manifests.items()}
-    _refuse_claims(claim_files, lambda claim_file: registration_issues(claim_file, gates, depths))
+    benchmarks = {spec.id: spec.benchmark() for spec in protocol.manifests}
+    replicated = {arm.replicate.of for arm in protocol.arms if arm.replicate is not None}
+    _refuse_claims(
+        claim_files, lambda claim_file: registration_issues(claim_file, gates, depths, benchmarks, replicated)
+    )
 
 
 def _write(

@@ -46,6 +46,7 @@ from ledger.inputs import read_text
 from ledger.judge.claim_files import evaluate_claims_beside
 from ledger.judge.claim_rules import CURRENT as CURRENT_RULES
 from ledger.judge.claims import ClaimResult
+from ledger.judge.seeds import replicates_by_arm
 from ledger.protocol.arms import design_departures
 from ledger.protocol.claims import ClaimFile, claim_manifests, claim_subjects, load_claims, manifest_of
 from ledger.protocol.loader import ProtocolError, bounded_yaml
@@ -255,15 +256,15 @@ def _verify_file(
     evidence = StoreEvidence(store, scope.protocol_shas)
     results, current = evaluate_claims_beside(claim_file, evidence)
     arms = evidence.protocol_part("arms")
+    replicates = replicates_by_arm(evidence)
     verdicts = []
     for claim, result, now in zip(claim_file.claims, results, current):
-        verdict = _verdict(store, path, claim, result, evidence, integrity, claim_file.protocol, scope)
+        verdict = _verdict(store, path, claim, result, evidence, integrity, claim_file.protocol, scope, replicates)
         verdict.rules, verdict.not_counted = claim_file.rules, result.not_counted
         if claim_file.rules < CURRENT_RULES:
             verdict.current = (now.outcome, now.not_counted, now.reason)
-        verdict.departures = tuple(
-            dict.fromkeys(d for arm in claim_subjects(claim) for d in design_departures(arms.get(arm, {})))
-        )
+        subjects = [r for arm in claim_subjects(claim) for r in replicates.get(arm) or [arm]]
+        verdict.departures = tuple(dict.fromkeys(d for arm in subjects for d in design_departures(arms.get(arm, {}))))
         verdicts.append(verdict)
     _flag_unacquired(store, claim_file, evidence, verdicts)
     return verdicts + _as_registered(store, path, claim_file, scope, verdicts)
@@ -385,6 +386,7 @@ def _verdict(
     integrity: Integrity,
     namespace: str,
     scope: _Scope,
+    replicates: Mapping[str, list[str]] | None = None,
 ) -> ClaimVerdict:
     key = claim_key(namespace, claim.id)
     verdict = ClaimVerdict(str(path), claim.id, result.outcome, "verified", result.reason, result.figures)
@@ -409,6 +411,7 @@ def _verdict(
         if manifest_sha is not None:
             problems.extend(("tampered", message) for message in integrity.manifest_problems(manifest_sha))
     arms = list(getattr(claim, "arms", ()) or ()) + ([claim.arm] if getattr(claim, "arm", None) else [])
+    arms = [replicate for arm in arms for replicate in (replicates or {}).get(arm) or [arm]]  # seeds: each one
     problems.extend(_evidence_problems(store, claim, arms, registered, evidence, integrity))
     for deviation in scope.deviations:
         if claim_depends_on(claim, deviation.item):

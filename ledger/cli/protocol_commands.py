@@ -445,6 +445,8 @@ def _print_run_summary(result) -> None:
             f"claims not judged yet: arm(s) {', '.join(result.claims_waiting_for)} have not finished in this "
             "ledger; run them (--arms), then `ledger run --resume` or `ledger verify` judges the claims"
         )
+    if result.versions:
+        out.print("; ".join(result.versions), markup=False)
     if result.report is not None:
         out.print(f"report: {result.report}")
     out.print(f"log: {result.out_dir / 'run.log'}")

@@ -19,14 +19,25 @@ def evaluate_claims_beside(
 ) -> tuple[list[ClaimResult], list[ClaimResult]]:
     """(under the file's own rules, under the current rules): each statistic computed once. Rules 1: each family
     corrected over all its members (``correct_families``), then the preconditions (``apply_preconditions``)."""
-    from ledger.judge.claim_rules import judge_under_rules_2
+    from ledger.judge.claim_rules import judge_under_rules_2, not_counted_by_declaration
+    from ledger.judge.seeds import judge_seeded, replicates_by_arm
 
-    raw = [evaluate_claim(claim, evidence) for claim in claim_file.claims]
+    replicates = replicates_by_arm(evidence)
+    raw = [
+        judge_seeded(claim, evidence, evaluate_claim, replicates) or evaluate_claim(claim, evidence)
+        for claim in claim_file.claims
+    ]
+    for claim, result in zip(claim_file.claims, raw):
+        result.family = claim.family
     gates = evidence.protocol_part("gates")
-    current = judge_under_rules_2(claim_file, raw, gates, evidence.gate_passed)
+    current = judge_under_rules_2(
+        claim_file, raw, gates, evidence.gate_passed, evidence.manifest_depths, replicated=set(replicates)
+    )
     if claim_file.rules >= 2:
         return current, current
     own = apply_preconditions(claim_file, correct_families(claim_file, raw), evidence)
+    for claim, result in zip(claim_file.claims, own):  # a declaration holds under any rules
+        result.not_counted = not_counted_by_declaration(claim)
     return own, current
 
 

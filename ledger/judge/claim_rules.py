@@ -19,26 +19,43 @@ Rules 2 add, on top of rules 1's preconditions:
    by Holm among themselves; every other confirmatory claim with a test is corrected by Holm across the file
    (an unmeasured member counts as p = 1, so the family is never smaller than registered). Declared families
    are rules 1's: a rules-2 file declares none.
-4. **Exploratory claims are never support.** A claim with neither a test nor a bound (a trend, "stable", a
+4. **Gates sized for what they judge.** A claim on a "within" gate (an arm within some rows of a reference at
+   every depth, a guardrail's drop) is refused when two identical arms would fail the gate more often than the
+   file's ``identical_arms_fail_at_most`` (0.2 by default; ``ledger.judge.gate_power``); a failed gate of an
+   older file that identical arms would fail as often is unverifiable, not refuted.
+5. **A paper's figure is the claim's.** A claim that carries a paper's figure names its statistic and
+   benchmark (``paper: {statistic, benchmark}``); registration refuses, under any rules, a figure of another
+   statistic or benchmark than the claim's where both are known.
+6. **Exploratory claims are never support.** A claim with neither a test nor a bound (a trend, "stable", a
    keeps-all boundary), a run-level quantity on one training run (a frontier, a frontier/support ratio), and a
    claim marked ``exploratory`` or ``by_construction``, is judged and reported and never counted as support;
    a rules-2 file must mark each such claim ``exploratory`` (or ``by_construction``) itself.
 
-Every step only ever demotes an outcome (supported to refuted or unverifiable), so rules 2 applied to the
-outcomes rules 1 judged is rules 2 applied to the statistics themselves: that is how the beside tally is drawn.
+Every step only ever demotes an outcome (supported to refuted or unverifiable, refuted to unverifiable), so
+rules 2 applied to the outcomes rules 1 judged is rules 2 applied to the statistics themselves: that is how the
+beside tally is drawn. Under any rules, a claim marked ``exploratory`` or ``by_construction`` is never counted,
+and the tally counts the claims whose arms depart from the paper's design (a variant) on a line of their own.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ledger.judge.claims import ClaimResult
 from ledger.judge.intervals import wilson_interval
 from ledger.judge.multiplicity import adjust_pvalues
-from ledger.protocol.claims import STATISTICS, AccuracyClaim, ClaimFile, GateClaim, claim_subjects
+from ledger.protocol.claims import (
+    STATISTICS,
+    AccuracyClaim,
+    ClaimFile,
+    FrontierClaim,
+    GateClaim,
+    PairedExactClaim,
+    claim_subjects,
+)
 
 CURRENT = 2
 BOUND_CONFIDENCE = 0.95  # one-sided: the two-sided 90% Wilson interval's end
@@ -72,7 +89,7 @@ def compared_arms(claim: Any, gates: Mapping[str, Mapping[str, Any]]) -> tuple[s
     return ()
 
 
-def _not_counted_by_declaration(claim: Any) -> str | None:
+def not_counted_by_declaration(claim: Any) -> str | None:
     if claim.by_construction:
         return f"true by construction: {claim.by_construction}"
     if claim.exploratory:
@@ -84,12 +101,31 @@ def registration_issues(
     claim_file: ClaimFile,
     gates: Mapping[str, Mapping[str, Any]],
     depths_by_manifest: Mapping[str, Sequence[int]] | None = None,
+    benchmarks: Mapping[str, str | None] | None = None,
+    replicated: Collection[str] = (),
 ) -> list[RuleIssue]:
-    """What rules 2 refuse in a file that follows them (none for a file under rules 1). ``depths_by_manifest``:
-    each manifest's row depths, to refuse a threshold whose bound no outcome of its rows could clear."""
+    """What registration refuses: a paper's figure on a claim of another statistic or benchmark (every file),
+    and what rules 2 refuse in a file that follows them. ``depths_by_manifest``: each manifest's row depths, to
+    refuse a threshold whose bound no outcome of its rows could clear; ``benchmarks``: each manifest's benchmark
+    (None: its rows are none)."""
+    issues = _paper_mismatches(claim_file, benchmarks or {}) + _seed_issues(claim_file, replicated)
     if claim_file.rules < 2:
-        return []
-    issues: list[RuleIssue] = _unreachable_bounds(claim_file, depths_by_manifest or {})
+        return issues
+    issues += _unreachable_bounds(claim_file, depths_by_manifest or {})
+    for index, claim in enumerate(claim_file.claims):
+        noise = _gate_noise(claim_file, claim, gates, (depths_by_manifest or {}).get(_gate_manifest(claim, gates), []))
+        if noise is not None:
+            issues.append(RuleIssue(claim.id, index, noise))
+    for index, claim in enumerate(claim_file.claims):
+        if claim.paper is not None and (claim.paper.statistic is None or claim.paper.benchmark is None):
+            issues.append(
+                RuleIssue(
+                    claim.id,
+                    index,
+                    "carries a paper's figure without naming its statistic and benchmark (`paper: {statistic, "
+                    "benchmark}`): claim rules 2 check that the figure is the claim's",
+                )
+            )
     by_id = {claim.id: claim for claim in claim_file.claims}
     if not claim_file.primary:
         issues.append(
@@ -97,7 +133,7 @@ def registration_issues(
         )
     for claim_id in claim_file.primary:
         claim = by_id[claim_id]
-        if STATISTICS[claim.statistic].decision() != "test" or _not_counted_by_declaration(claim):
+        if STATISTICS[claim.statistic].decision() != "test" or not_counted_by_declaration(claim):
             issues.append(
                 RuleIssue(
                     claim_id,
@@ -122,8 +158,8 @@ def registration_issues(
             issues.append(
                 RuleIssue(claim.id, index, "names a family: claim rules 2 correct across the whole file instead")
             )
-        decision = STATISTICS[claim.statistic].decision()
-        if decision in NOT_COUNTED_DECISIONS and _not_counted_by_declaration(claim) is None:
+        if _not_counted(claim, replicated) is not None and not_counted_by_declaration(claim) is None:
+            decision = STATISTICS[claim.statistic].decision()
             issues.append(
                 RuleIssue(
                     claim.id,
@@ -156,6 +192,99 @@ def registration_issues(
                     )
                 )
     return issues
+
+
+def _seed_issues(claim_file: ClaimFile, replicated: Collection[str]) -> list[RuleIssue]:
+    """A claim on an arm replicated over seeds that the seeds cannot judge, or a paired test that does not say
+    how it combines them (``ledger.judge.seeds``)."""
+    issues = []
+    for index, claim in enumerate(claim_file.claims):
+        named = [arm for arm in claim_subjects(claim) if arm in replicated]
+        if not named:
+            continue
+        if isinstance(claim, PairedExactClaim):
+            if claim.seeds is None:
+                issues.append(
+                    RuleIssue(
+                        claim.id,
+                        index,
+                        f"compares {', '.join(named)}, replicated over seeds: say how the test combines them "
+                        "(`seeds: every` or `seeds: pooled`)",
+                    )
+                )
+        elif not isinstance(claim, (AccuracyClaim, FrontierClaim)):
+            issues.append(
+                RuleIssue(
+                    claim.id,
+                    index,
+                    f"names {', '.join(named)}, replicated over seeds, and a {claim.statistic} claim is not judged over "
+                    "seeds: name one replicate (ARM.sSEED)",
+                )
+            )
+    return issues
+
+
+def _paper_mismatches(claim_file: ClaimFile, benchmarks: Mapping[str, str | None]) -> list[RuleIssue]:
+    """A paper's figure carried by a claim of another statistic, or on another benchmark, where both are known."""
+    issues = []
+    for index, claim in enumerate(claim_file.claims):
+        paper = claim.paper
+        if paper is None:
+            continue
+        if paper.statistic is not None and paper.statistic != claim.statistic:
+            issues.append(
+                RuleIssue(
+                    claim.id,
+                    index,
+                    f"is a {claim.statistic} claim carrying the paper's {paper.statistic} figure: a claim carries "
+                    "only the paper's figure of its own statistic",
+                )
+            )
+        ours = benchmarks.get(claim.manifest)
+        if paper.benchmark is not None and ours is not None and paper.benchmark != ours:
+            issues.append(
+                RuleIssue(
+                    claim.id,
+                    index,
+                    f"reads {ours} rows (manifest {claim.manifest}) but carries the paper's figure on {paper.benchmark}: "
+                    "a claim carries only the paper's figure on its own benchmark",
+                )
+            )
+    return issues
+
+
+DEFAULT_IDENTICAL_FAIL = 0.2
+
+
+def _gate_manifest(claim: Any, gates: Mapping[str, Mapping[str, Any]]) -> str:
+    gate = gates.get(claim.gate) if isinstance(claim, GateClaim) else None
+    return str((gate or {}).get("manifest", ""))
+
+
+def _gate_noise(
+    claim_file: ClaimFile, claim: Any, gates: Mapping[str, Mapping[str, Any]], depths: Sequence[int]
+) -> str | None:
+    """Why a claim on a "within" gate measures noise: identical arms would fail the gate more often than the
+    file allows (``ledger.judge.gate_power``); None for a gate that passes them, or any other claim."""
+    from ledger.judge.gate_power import gate_power
+
+    if not isinstance(claim, GateClaim) or claim.expect != "pass" or claim.gate not in gates:
+        return None
+    power = gate_power(gates[claim.gate], depths)
+    level = claim_file.identical_arms_fail_at_most or DEFAULT_IDENTICAL_FAIL
+    if power is None or power.fail <= level:
+        return None
+    needed = power.rows_for(level)
+    scale = (
+        f"allow a drop of {needed} of its {power.rows[0]} rows (max_drop {needed / power.rows[0]:.3f})"
+        if power.pooled
+        else f"allow {needed} rows per depth of {min(power.rows)}-{max(power.rows)}"
+    )
+    return (
+        f"is on gate {claim.gate}, which two identical arms (independent errors, at the worst accuracy) would fail "
+        f"{power.fail:.0%} of the time, more than {level:.0%}: its verdict measures noise; {scale}, read more "
+        "rows, or state the level (`identical_arms_fail_at_most`)"
+    )
 
 
 def _unreachable_bounds(claim_file: ClaimFile, depths_by_manifest: Mapping[str, Sequence[int]]) -> list[RuleIssue]:
@@ -192,6 +321,8 @@ def judge_under_rules_2(
     results: Sequence[ClaimResult],
     gates: Mapping[str, Mapping[str, Any]],
     gate_passed: GatePassed,
+    manifest_depths: Callable[[str], Sequence[int]] | None = None,
+    replicated: Collection[str] = (),
 ) -> list[ClaimResult]:
     """Rules 2 applied to a file's results: its statistics' own outcomes (a rules-2 file) or the outcomes rules 1
     judged (the beside view of an older file). Returns new results; ``results`` are left as they were."""
@@ -200,19 +331,26 @@ def judge_under_rules_2(
     by_id = {result.claim_id: result for result in judged}
     for claim in claim_file.claims:
         result = by_id[claim.id]
-        result.not_counted = _not_counted(claim, claim_file)
+        result.not_counted = _not_counted(claim, replicated)
         if STATISTICS[claim.statistic].decision() == "bound":
             _apply_bound(claim, result)
+        if isinstance(claim, GateClaim) and manifest_depths is not None and result.outcome == "refuted":
+            noise = _gate_noise(claim_file, claim, gates, manifest_depths(_gate_manifest(claim, gates)))
+            if noise is not None:  # a failed gate that identical arms fail as often is no evidence against
+                result.outcome = "unverifiable"
+                result.reason += f"; the gate's fail is not evidence: the claim {noise}"
     _correct_across_file(claim_file, judged)
     _apply_preconditions(claim_file, claims, by_id, gates, gate_passed)
     return judged
 
 
-def _not_counted(claim: Any, claim_file: ClaimFile) -> str | None:
-    declared = _not_counted_by_declaration(claim)
+def _not_counted(claim: Any, replicated: Collection[str]) -> str | None:
+    declared = not_counted_by_declaration(claim)
     if declared is not None:
         return declared
     decision = STATISTICS[claim.statistic].decision()
+    if decision == "run_level" and set(claim_subjects(claim)) & set(replicated):
+        return None  # judged over training seeds (``ledger.judge.seeds``)
     if decision in NOT_COUNTED_DECISIONS:
         return f"{NOT_COUNTED_DECISIONS[decision]} (exploratory under claim rules 2)"
     return None

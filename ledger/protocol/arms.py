@@ -458,6 +458,13 @@ class Evaluation(_LateOptions):
     _late_options = ("max_tokens", "exit_rules")
 
 
+class Replicate(StrictModel):
+    """One training seed of an arm replicated over seeds (``seeds: [...]`` on the arm)."""
+
+    of: KeyName
+    seed: int = Field(ge=0)
+
+
 class ArmSpec(StrictModel):
     """An arm: the fields every kind has (its base, its lineage, its stages, its evaluation) and the questions
     the rest of the ledger asks of it. A kind is a subclass with a ``kind: Literal[...]`` tag, registered in
@@ -477,6 +484,11 @@ class ArmSpec(StrictModel):
     )
     stages: list[Stage] = Field(default_factory=list)
     evaluation: Evaluation
+    replicate: Replicate | None = Field(
+        default=None,
+        description="Set by the protocol for each replicate of an arm written with `seeds`: the arm it replicates "
+        "and its training seed (its id is ARM.sSEED, its lineage its own).",
+    )
     if TYPE_CHECKING:
         kind: str  # each kind's own tag, ``Literal["..."]``, declared by its subclass (the union's discriminator)
 

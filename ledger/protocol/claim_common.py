@@ -90,9 +90,32 @@ class PaperFinding(StrictModel):
     negative finding is a claim expected refuted, e.g. "the halting head picks the right depth for half the rows")
     and the paper's figure in words."""
 
+    # Fields added after findings were first registered: written out only when set (as ``ClaimSpec``'s).
+    ADDED_LATER: ClassVar[dict[str, Any]] = {"statistic": None, "benchmark": None}
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_later_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for name, default in self.ADDED_LATER.items():
+            if name in data and data[name] == default:
+                del data[name]
+        return data
+
     outcome: Literal["supported", "refuted"]
     figure: str = Field(min_length=1, description='The paper\'s figure, e.g. "relay 86.0% (1,536 rows)".')
     where: str | None = Field(default=None, description="Where the paper reports it (section, table, figure).")
+    statistic: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The statistic the paper's figure is (a claim statistic's name: paired_exact, accuracy, "
+        "frontier_ratio, ...): registration refuses a claim of another statistic carrying it.",
+    )
+    benchmark: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The benchmark the paper's figure is on (rule_chasing, arithmetic, arc_easy, arc_challenge, "
+        "gsm8k, ...): registration refuses it on a claim whose manifest is another benchmark.",
+    )
 
 
 class ClaimSpec(StrictModel):

@@ -47,7 +47,20 @@ class PairedExactClaim(ClaimSpec):
         description="Read arms[0] at loops[0] and arms[1] at loops[1]: one arm at two test recurrences (does its "
         "accuracy rise with recurrence?), or two arms each at its own.",
     )
-    ADDED_LATER: ClassVar[dict[str, Any]] = {**ClaimSpec.ADDED_LATER, "loop": None, "at_step": None, "loops": None}
+    seeds: Literal["every", "pooled"] | None = Field(
+        default=None,
+        description="How the test combines the training seeds of an arm replicated over seeds (`seeds:` on the "
+        "arm): every (each seed's own exact test at alpha, supported only when every seed's is: an "
+        "intersection-union test) or pooled (one exact test on the discordant pairs of every seed, stratified by "
+        "seed). Needed when an arm it compares is replicated.",
+    )
+    ADDED_LATER: ClassVar[dict[str, Any]] = {
+        **ClaimSpec.ADDED_LATER,
+        "loop": None,
+        "at_step": None,
+        "loops": None,
+        "seeds": None,
+    }
 
     def holds_without_acquisition(self) -> bool:
         return self.direction == "less"  # arms[0] behind arms[1]: so is an arm that learnt nothing
@@ -388,6 +401,13 @@ class ClaimFile(StrictModel):
         "accuracy inside its support, a recurrent arm's installation gate). A comparison whose arm's acquisition is "
         "not met is unverifiable.",
     )
+    identical_arms_fail_at_most: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description='Rules 2: a claim on a "within" gate (within_rows, guardrail) is refused when two identical arms '
+        "would fail the gate more often than this (default 0.2; ``ledger.judge.gate_power``).",
+    )
     claims: list[Claim] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -438,7 +458,7 @@ class ClaimFile(StrictModel):
         """``primary`` and ``acquisition`` name claims of this file (and rules 2, which reads them)."""
         ids = {claim.id for claim in self.claims}
         if self.rules < 2:
-            for field in ("primary", "acquisition"):
+            for field in ("primary", "acquisition", "identical_arms_fail_at_most"):
                 if getattr(self, field):
                     raise _located(f"{field} is read by claim rules 2: set `rules: 2`", [field])
         for position, name in enumerate(self.primary):
@@ -488,7 +508,7 @@ def check_claims_against(claims: ClaimFile, protocol: Protocol, file: str) -> li
         issues.append(
             ProtocolIssue(file, None, "protocol", f"claims are for {claims.protocol!r}, not {protocol.name!r}")
         )
-    arms = {arm.id for arm in protocol.arms}
+    arms = {arm.id for arm in protocol.arms} | {arm.replicate.of for arm in protocol.arms if arm.replicate}
     manifests = {spec.id for spec in protocol.manifests}
     gates = {gate.id for gate in protocol.gates}
     for index, claim in enumerate(claims.claims):

@@ -45,6 +45,10 @@ class _ManifestCommon(StrictModel):
     split: KeyName = Field(pattern=r"^[a-z0-9]+$", description="Split name; part of every row id and row seed.")
     version: int = Field(default=1, ge=1, description="Generator version; part of every row seed.")
 
+    def benchmark(self) -> str | None:
+        """The benchmark its rows are (a paper's figure names one); None where the rows are no benchmark."""
+        return None
+
     def choice_reading(self) -> dict[str, Any]:
         """How multiple-choice rows are read: by letter, once, at loop 1 (a choice file says otherwise)."""
         return {"scoring": "label", "permutations": 1, "loops": [1]}
@@ -107,6 +111,9 @@ class RuleChasingManifest(_ManifestCommon, LateOptions):
     def fewest_rows(self) -> dict[str, Any]:
         return {"rows_per_depth": 1}
 
+    def benchmark(self) -> str | None:
+        return "rule_chasing"
+
     def generator_params(self) -> dict[str, Any]:
         """The generator's keyword arguments (alphabet names resolve to symbols in the rows stage)."""
         return {
@@ -140,6 +147,9 @@ class ArithmeticManifest(_ManifestCommon):
 
     def fewest_rows(self) -> dict[str, Any]:
         return {"per_op": 1}
+
+    def benchmark(self) -> str | None:
+        return "arithmetic"
 
     def generator_params(self) -> dict[str, Any]:
         return {"seed": self.seed, "split": self.split, "per_op": self.per_op, "version": self.version}
@@ -226,6 +236,9 @@ class ChoiceFileManifest(_ManifestCommon, LateOptions):
             return None
         file = local_path(self.path, folder)
         return None if file.is_file() else file.resolve()
+
+    def benchmark(self) -> str | None:
+        return self.ids
 
     def generator_params(self) -> dict[str, Any]:
         params = {"path": self.path, "sha256": self.sha256, "limit": self.limit, "split": self.split}
@@ -325,6 +338,9 @@ class WordProblemManifest(_ManifestCommon):
 
     def fewest_rows(self) -> dict[str, Any]:
         return {"rows_per_step": 1}
+
+    def benchmark(self) -> str | None:
+        return "word_problems"
 
     def generator_params(self) -> dict[str, Any]:
         return {

@@ -15,7 +15,7 @@ import difflib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
 
 from ledger.canonical import canonical_json, sha256_hex
@@ -29,7 +29,7 @@ from ledger.protocol import dense_arm  # noqa: F401
 # isort: split
 from ledger.protocol.arms import ARM_KINDS, Arm, ArmSpec
 from ledger.protocol.bases import BaseModelSpec
-from ledger.protocol.common import SCHEMA_VERSION, StrictModel
+from ledger.protocol.common import SCHEMA_VERSION, StrictModel, located
 from ledger.protocol.gates import GATE_KINDS, Gate
 from ledger.protocol.manifests import GENERATORS, ManifestSpec
 from ledger.protocol.names import KeyName, KeyNameMap
@@ -76,6 +76,67 @@ class Protocol(StrictModel):
         "is left out of the canonical form, so the preregistration hash is the same on every machine.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _replicate_seeded_arms(cls, data: Any) -> Any:
+        """An arm written with ``seeds: [s1, s2, ...]`` is that many arms, ``ID.sS`` each with its ``replicate``
+        (the arm and seed): each trains with its own draws (its id is part of every training seed) and is its own
+        lineage. An arm continuing from a replicated arm is replicated over the same seeds, each from its own."""
+        if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
+            return data
+        arms = data["arms"]
+        seeded = {arm.get("id"): arm.get("seeds") for arm in arms if isinstance(arm, dict) and "seeds" in arm}
+        if not seeded:
+            return data
+        expanded: list[Any] = []
+        for index, arm in enumerate(arms):
+            source = arm.get("init_from") if isinstance(arm, dict) else None
+            if not isinstance(arm, dict) or "seeds" not in arm:
+                if source in seeded:
+                    raise located(
+                        f"continues from arm {source!r}, which is replicated over seeds {seeded[source]}: give this "
+                        "arm the same `seeds`, so that each replicate continues from its own",
+                        ["arms", index, "init_from"],
+                    )
+                expanded.append(arm)
+                continue
+            seeds = arm["seeds"]
+            if (
+                not isinstance(seeds, list)
+                or len(seeds) < 2
+                or not all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in seeds)
+                or len(set(seeds)) != len(seeds)
+            ):
+                raise located("seeds: two or more distinct training seeds (integers >= 0)", ["arms", index, "seeds"])
+            if source in seeded and seeded[source] != seeds:
+                raise located(
+                    f"seeds {seeds} differ from those of arm {source!r} it continues from ({seeded[source]})",
+                    ["arms", index, "seeds"],
+                )
+            for seed in seeds:
+                replicate = {key: value for key, value in arm.items() if key != "seeds"}
+                replicate["id"] = f"{arm.get('id')}.s{seed}"
+                replicate["replicate"] = {"of": arm.get("id"), "seed": seed}
+                if source in seeded:
+                    replicate["init_from"] = f"{source}.s{seed}"
+                expanded.append(replicate)
+        return {**data, "arms": expanded}
+
+    @model_serializer(mode="wrap")
+    def _omit_unreplicated(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """An arm that is no replicate serialises (and hashes) as it did before seeds existed."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for arm in data.get("arms") or []:
+                if isinstance(arm, dict) and arm.get("replicate", 0) is None:
+                    del arm["replicate"]
+        return data
+
+    def replicates_of(self, name: str) -> list[ArmSpec]:
+        """The replicates of an arm written with ``seeds`` (by the name it was written with), in seed order as
+        written; [] for any other name."""
+        return [arm for arm in self.arms if arm.replicate is not None and arm.replicate.of == name]
+
     @model_validator(mode="after")
     def _references_resolve(self) -> Protocol:
         problems: list[tuple[str, list[str | int]]] = []
@@ -83,8 +144,12 @@ class Protocol(StrictModel):
         arms = _unique_ids(self.arms, "arms", problems)
         gates = _unique_ids(self.gates, "gates", problems)
 
+        replicated = {arm.replicate.of for arm in self.arms if arm.replicate is not None}
+
         def need(kind: str, value: str, known: dict, at: list[str | int]) -> None:
-            if value not in known:
+            if kind == "arm" and value in replicated:
+                problems.append((f"arm {value!r} is replicated over seeds: name one replicate ({value}.sSEED)", at))
+            elif value not in known:
                 close = difflib.get_close_matches(value, sorted(known), n=1, cutoff=0.5)
                 hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(sorted(known)) or 'none'})"
                 problems.append((f"unknown {kind} {value!r}{hint}", at))

@@ -8,11 +8,13 @@ from __future__ import annotations
 import html
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ledger.audit.history import ProtocolHistory
-from ledger.audit.verdicts import Tally
+from ledger.audit.verdicts import TalliedClaim, Tally
 from ledger.environment import environment_differences
+from ledger.protocol.arms import design_departures
 from ledger.report.data import ArmSeries, ClaimRow, HeatmapGrid, LineageNode
 
 CSS = """
@@ -205,15 +207,30 @@ def lineage_html(nodes: list[LineageNode]) -> str:
     return f'<ul class="lineage">{"".join(render(node) for node in roots)}</ul>'
 
 
-def claims_html(rows: list[ClaimRow]) -> str:
+def _tallied(row: ClaimRow, arms: Mapping[str, dict]) -> TalliedClaim:
+    spec = row.spec
+    not_counted = (
+        f"true by construction: {spec['by_construction']}"
+        if spec.get("by_construction")
+        else ("exploratory" if spec.get("exploratory") else None)
+    )
+    subjects = list(spec.get("arms") or []) + ([spec["arm"]] if spec.get("arm") else [])
+    departures = tuple(dict.fromkeys(d for arm in subjects for d in design_departures(arms.get(arm, {}))))
+    return TalliedClaim(
+        row.claim_id.split("/")[-1],
+        row.outcome.outcome if row.outcome else None,
+        spec.get("paper") or None,
+        not_counted,
+        departures,
+    )
+
+
+def claims_html(rows: list[ClaimRow], arms: Mapping[str, Mapping[str, dict]] | None = None) -> str:
+    """The claims table under its tally; ``arms``: protocol SHA-256 -> arm id -> spec, so that the tally counts
+    the claims on arms that depart from the paper's design apart (a variant), as verify does."""
     if not rows:
         return '<p class="note">No claims are registered for these protocols.</p>'
-    tally = Tally.of_outcomes(
-        [
-            (row.claim_id.split("/")[-1], row.outcome.outcome if row.outcome else None, row.spec.get("paper") or None)
-            for row in rows
-        ]
-    ).line()
+    tally = Tally.of_claims([_tallied(row, (arms or {}).get(row.protocol_sha256 or "", {})) for row in rows]).line()
     lines = [
         f'<p class="tally">{esc(tally)}</p>'
         '<table class="claims"><tr><th>claim</th><th>statement</th><th>first outcome</th><th>what it found</th>'

@@ -31,6 +31,7 @@ class RunResult:
     claims_waiting_for: list[str] = field(default_factory=list)  # arms not finished in this ledger yet
     judged: bool = True  # False under --no-judge: claims and report left to a later pass
     report: Path | None = None
+    versions: list[str] = field(default_factory=list)  # this version of how many, and each deviation's reason
 
     @property
     def hard_stopped(self) -> bool:

@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ledger.audit.history import version_story
 from ledger.protocol.check import check_protocol_file
 from ledger.protocol.protocol import Protocol
 from ledger.rows.manifest import Manifest
@@ -77,6 +78,9 @@ class Runner:
         self.protocol = self.checked.protocol
         self.protocol_dir = self.protocol_path.resolve().parent
         known = [arm.id for arm in self.protocol.arms]
+        # an arm replicated over seeds is named by the name it was written with: every replicate of it
+        if arms:
+            arms = [r for arm in arms for r in ([x.id for x in self.protocol.replicates_of(arm)] or [arm])]
         unknown = [arm for arm in (arms or []) if arm not in known]
         if unknown:
             raise ValueError(f"unknown arm(s) {', '.join(unknown)} (protocol arms: {', '.join(known)})")
@@ -240,6 +244,7 @@ class Runner:
         self._ranks_released = True
         depth_gates(self, outcomes)
         result = RunResult(self.protocol, self.sha, self.out_dir, outcomes)
+        result.versions = version_story(self.store, self.protocol.name, self.sha)
         # Claims are judged once every arm has finished, here or in another process on this
         # ledger (`--arms`): an arm still training has gate readings of earlier stages that a
         # claim must not be judged on, and the first judgement is the one the ledger keeps.

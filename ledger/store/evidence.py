@@ -43,6 +43,12 @@ class StoreEvidence(EvidenceSource):
         items = document.get(part) if isinstance(document, dict) else None
         return {str(item["id"]): item for item in items or [] if isinstance(item, dict) and "id" in item}
 
+    def manifest_depths(self, manifest: str) -> list[int]:
+        sha = self.manifest_sha256(manifest)
+        if sha is None:
+            return []
+        return [int(json.loads(row.canonical_json).get("depth") or 0) for row in self.store.manifest_rows(sha)]
+
     def manifest_sha256(self, manifest: str) -> str | None:
         """The latest registered manifest of that name in scope (a manifest two versions share included);
         resolved once per name, as every read of a claim asks again."""

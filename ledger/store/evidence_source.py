@@ -57,6 +57,10 @@ class EvidenceSource(ABC):
         latest version in scope); empty where the evidence has no protocol (an imported release)."""
         return {}
 
+    def manifest_depths(self, manifest: str) -> list[int]:
+        """Each registered row's depth on this manifest (one entry per row; empty where unknown)."""
+        return []
+
     @abstractmethod
     def outcomes(self, arm: str, manifest: str, loop: int | None) -> Outcomes | None:
         """At ``loop`` (None: each row's final reading), by the arm's final checkpoint; None if absent."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from ledger.audit.history import version_story
+from ledger.store import open_store
 from tests.audit.test_verify import CLAIMS, PROTOCOL, by_id, run, verify_json, write_evidence
 
 TUNING = """\
@@ -75,6 +77,13 @@ def test_two_versions_side_by_side(tmp_path, capsys, monkeypatch):
     assert "arms.A.surgery.split (after_data): block too deep" in versions
     assert "<td>3 of 3</td>" in versions and "<td>0 of 3</td>" in versions
     assert "<td><code>tiny-verify/A_accurate</code></td><td>supported</td><td>refuted</td>" in versions
+    # and its first screen says how many versions there are, and what led to each deviation
+    lead = html[: html.index('<section id="claims">')]
+    assert "version 2 of 2 registered of tiny-verify" in lead
+    assert "version 1 -&gt; 2 (after_data, 1 item(s)): block too deep" in lead
+    with open_store(db, read_only=True) as store:
+        v1 = store.protocols(name="tiny-verify")[0].sha256
+        assert version_story(store, "tiny-verify", v1) == ["version 1 of 2 registered of tiny-verify"]
     # an unknown protocol is one line, exit 2, and nothing is written
     assert run("history", "nope", "--db", db) == 2
     assert "no protocol 'nope' is registered" in capsys.readouterr().err

@@ -285,3 +285,51 @@ def test_the_current_rules_tally_stands_beside_an_older_files():
     assert [claim_id for claim_id, _ in tally.current[1]] == ["A_beats_B"]
     assert "declares no acquisition" in tally.current[1][0][1]
     assert "under the current claim rules: supported 1 (withdrawn: A_beats_B)" in tally.line()
+
+
+def _with_paper(claim: dict, **paper: Any) -> dict:
+    return {**claim, "paper": {"outcome": "supported", "figure": "the paper's figure", **paper}}
+
+
+def test_a_paper_figure_is_refused_on_a_claim_of_another_statistic_or_benchmark():
+    # the paper's GSM8K equal-FLOPs figure tagged on an ARC-Easy claim (as claims/designM-tinyllama.yaml had it)
+    arc = _with_paper(_a_beats_b(), statistic="at_equal_flops", benchmark="gsm8k")
+    messages = [issue.message for issue in registration_issues(_file(arc), {}, {}, {"eval": "arc_easy"})]
+    assert any("carrying the paper's at_equal_flops figure" in message for message in messages)
+    assert any("reads arc_easy rows (manifest eval) but carries the paper's figure on gsm8k" in m for m in messages)
+    # the right figure passes; a benchmark unknown on either side is not judged
+    right = _with_paper(_a_beats_b(), statistic="paired_exact", benchmark="arc_easy")
+    assert registration_issues(_file(right), {}, {}, {"eval": "arc_easy"}) == []
+    assert registration_issues(_file(_with_paper(_a_beats_b(), benchmark="gsm8k")), {}, {}, {"eval": None}) == []
+
+
+def test_rules_2_need_the_paper_figures_statistic_and_benchmark():
+    bare = _rules_2(_with_paper(_a_beats_b()), A_LEARNT, B_LEARNT, primary=["A_beats_B"], acquisition=ACQUISITION)
+    assert any("without naming its statistic and benchmark" in i.message for i in registration_issues(bare, {}))
+    named = _rules_2(
+        _with_paper(_a_beats_b(), statistic="paired_exact", benchmark="rule_chasing"),
+        A_LEARNT,
+        B_LEARNT,
+        primary=["A_beats_B"],
+        acquisition=ACQUISITION,
+    )
+    assert registration_issues(named, {}, {}, {"eval": "rule_chasing"}) == []
+
+
+def test_a_paper_finding_registered_before_the_new_fields_keeps_its_canonical_form():
+    claim = ClaimFile.model_validate({"protocol": "p", "correction": "none", "claims": [_with_paper(_a_beats_b())]})
+    dumped = claim.claims[0].model_dump(mode="json")
+    assert dumped["paper"] == {"outcome": "supported", "figure": "the paper's figure", "where": None}
+    assert "exploratory" not in dumped and "by_construction" not in dumped
+
+
+def test_a_claim_true_by_construction_is_reported_and_never_tallied():
+    # E's loop 1 is the base bit for bit: "E keeps ARC at loop 1" cannot fail
+    keeps = _accuracy("E_keeps", "E", 0.5, by_construction="E's loop 1 is its base, bit for bit")
+    evidence = MemoryEvidence(outcome_map={("E", "eval", None): {f"r{i}": (1, True) for i in range(64)}})
+    own, _ = evaluate_claims_beside(_file(keeps), evidence)
+    assert own[0].outcome == "supported" and own[0].not_counted.startswith("true by construction")
+    verdict = _verdict("E_keeps", "supported", "supported", not_counted=own[0].not_counted)
+    tally = Tally.of([verdict])
+    assert (tally.supported, tally.with_paper, tally.not_counted) == (0, 0, ("E_keeps",))
+    assert verdict.replicates is None
