@@ -73,7 +73,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     out.print(gates)
     for relative, claim_file in claim_files:
         out.print(
-            f"claims {relative}: {len(claim_file.claims)} preregistered ({claim_file.correction} within families)"
+            f"claims {relative}: {len(claim_file.claims)} preregistered "
+            + (
+                f"(claim rules {claim_file.rules}: primary {', '.join(claim_file.primary) or 'none'}, Holm across the "
+                "file's other confirmatory tests)"
+                if claim_file.rules >= 2
+                else f"({claim_file.correction} within families; claim rules 1)"
+            )
         )
     if args.random_weights and not args.dry_run:
         raise CommandError("--random-weights shapes the bases of a dry run: give --dry-run too")

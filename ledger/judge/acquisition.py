@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ledger.protocol.claims import AccuracyClaim, ClaimFile, NonInferiorityClaim
+from ledger.protocol.claims import AccuracyClaim, ClaimFile, NonInferiorityClaim, claim_subjects
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,14 @@ def unacquired_claims(claim_file: ClaimFile, chances: Mapping[str, float | None]
     by_id = {claim.id: claim for claim in claim_file.claims}
     found = []
     for index, claim in enumerate(claim_file.claims):
-        required = [by_id[name] for name in claim.claim_preconditions()]
+        # its own preconditions, and the acquisitions its arms declare (claim rules 2: ``acquisition``)
+        declared = [
+            name
+            for arm in claim_subjects(claim)
+            for name in claim_file.acquisition.get(arm, [])
+            if isinstance(name, str) and name in by_id
+        ]
+        required = [by_id[name] for name in [*claim.claim_preconditions(), *declared]]
         if isinstance(claim, NonInferiorityClaim) and claim.arms[1].startswith("base:"):
             base, chance = claim.arms[1], chances.get(claim.manifest)
             if chance is not None and not any(
@@ -88,7 +95,10 @@ def unacquired_claims(claim_file: ClaimFile, chances: Mapping[str, float | None]
             continue
         if not claim.holds_without_acquisition():
             continue
-        if claim.gate_preconditions() or any(_acquires(other, chances) for other in required):
+        declared_gates = [
+            g for arm in claim_subjects(claim) for g in claim_file.acquisition.get(arm, []) if not isinstance(g, str)
+        ]
+        if claim.gate_preconditions() or declared_gates or any(_acquires(other, chances) for other in required):
             continue
         chance = chances.get(claim.manifest)
         example = f"an accuracy at least {_floor_words(chance)}" if chance is not None else "an accuracy at least"

@@ -43,6 +43,10 @@ def test_init_on_a_shipped_tiny_base_fills_the_models_facts_and_passes_the_check
     out = capsys.readouterr().out
     assert f"ledger check {tmp_path / 'protocols' / name}.yaml --dry-run" in " ".join(out.split())
     assert main(["check", str(tmp_path / "protocols" / f"{name}.yaml")]) == 0
+    # a new claim file follows the current claim rules, and registers under them as written
+    assert claims["rules"] == 2 and claims["primary"]
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    assert main(["register", str(tmp_path / "protocols" / f"{name}.yaml"), "--db", db]) == 0
 
 
 @pytest.mark.models
