@@ -23,9 +23,26 @@ def write_stand_in(file: Path, benchmark: str, limit: int | None = None) -> Path
     return file
 
 
+def write_stand_in_corpus(folder: Path, spec) -> Path:
+    """A token corpus's folder with one parquet shard of a few sequences of the manifest's length."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    sequences = [[(7 * row + 3 * position) % 256 for position in range(spec.sequence_length)] for row in range(8)]
+    pq.write_table(pa.table({spec.column: pa.array(sequences, type=pa.list_(pa.int32()))}), folder / "shard-0.parquet")
+    return folder
+
+
 def supply_benchmark_files(protocol: Protocol) -> list[Path]:
-    """Write a stand-in for every benchmark file ``protocol`` reads that is not there yet; the files written."""
+    """Write a stand-in for every benchmark file or token corpus ``protocol`` reads that is not there yet; the
+    files written."""
     from ledger.rows.builder import files_to_come
 
     specs = {spec.id: spec for spec in protocol.manifests}
-    return [write_stand_in(file, specs[name].ids) for name, file in files_to_come(protocol).items()]
+    return [
+        write_stand_in_corpus(file, specs[name])
+        if specs[name].generator == "token_corpus"
+        else write_stand_in(file, specs[name].ids)
+        for name, file in files_to_come(protocol).items()
+    ]

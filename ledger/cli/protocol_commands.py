@@ -401,6 +401,34 @@ def _run_children(runner, args: argparse.Namespace) -> None:
         raise CommandError(str(exc)) from None
 
 
+def seed_spreads(result) -> list[str]:
+    """One line per arm replicated over training seeds: each manifest's accuracy per seed, their mean and the
+    between-seed spread (what one training run cannot show)."""
+    outcomes = {arm.arm: arm for arm in result.arms}
+    names = dict.fromkeys(arm.replicate.of for arm in result.protocol.arms if arm.replicate is not None)
+    lines = []
+    for name in names:
+        replicates = [arm for arm in result.protocol.replicates_of(name) if arm.id in outcomes]
+        manifests = dict.fromkeys(m for arm in replicates for m in outcomes[arm.id].accuracy)
+        for manifest in manifests:
+            values = []
+            for arm in replicates:
+                correct, total = outcomes[arm.id].accuracy.get(manifest, (0, 0))
+                if total and arm.replicate is not None:
+                    values.append((arm.replicate.seed, correct / total))
+            if len(values) < 2:
+                continue
+            accuracies = [value for _, value in values]
+            mean = sum(accuracies) / len(accuracies)
+            lines.append(
+                f"{name} over {len(values)} training seeds on {manifest}: accuracy "
+                + ", ".join(f"seed {seed} {value:.3f}" for seed, value in values)
+                + f"; mean {mean:.3f}, between-seed spread {min(accuracies):.3f}-{max(accuracies):.3f} "
+                f"({max(accuracies) - min(accuracies):.3f})"
+            )
+    return lines
+
+
 def _print_run_summary(result) -> None:
     """The claims and their outcomes first (each naming its arms' designs: which bridge, which re-entry), then the
     arms; the captions are the registered description, where a protocol states how it departs from the paper."""
@@ -444,6 +472,8 @@ def _print_run_summary(result) -> None:
         status = arm.status if not arm.note else f"{arm.status}: {arm.note}"
         table.add_row(arm.arm, status, accuracy, tail, gates, designs.get(arm.arm, "-"))
     out.print(table)
+    for line in seed_spreads(result):
+        out.print(line, markup=False)
     if not result.judged:
         out.print("claims and report: not judged here (--no-judge); `ledger run --resume` judges them and reports")
     elif result.claims_waiting_for and result.protocol.claims:

@@ -484,6 +484,11 @@ class ArmSpec(StrictModel):
     )
     stages: list[Stage] = Field(default_factory=list)
     evaluation: Evaluation
+    seeds: list[int] | None = Field(
+        default=None,
+        description="Replicate this arm over these training seeds (two or more): the protocol holds one arm per "
+        "seed, ID.sSEED, each its own lineage; claims name the arm as written and are judged over its seeds.",
+    )
     replicate: Replicate | None = Field(
         default=None,
         description="Set by the protocol for each replicate of an arm written with `seeds`: the arm it replicates "

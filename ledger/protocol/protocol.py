@@ -128,8 +128,9 @@ class Protocol(StrictModel):
         data = handler(self)
         if isinstance(data, dict):
             for arm in data.get("arms") or []:
-                if isinstance(arm, dict) and arm.get("replicate", 0) is None:
-                    del arm["replicate"]
+                for name in ("replicate", "seeds"):
+                    if isinstance(arm, dict) and arm.get(name, 0) is None:
+                        del arm[name]
         return data
 
     def replicates_of(self, name: str) -> list[ArmSpec]:
@@ -247,9 +248,14 @@ class Protocol(StrictModel):
         raise KeyError(manifest_id)
 
     def arm(self, arm_id: str) -> ArmSpec:
+        """The arm of this id; for the name of an arm written with ``seeds``, its first replicate (the replicates
+        share every setting but their seed: what a check asks of the arm, any of them answers)."""
         for arm in self.arms:
             if arm.id == arm_id:
                 return arm
+        replicates = self.replicates_of(arm_id)
+        if replicates:
+            return replicates[0]
         raise KeyError(arm_id)
 
     @property

@@ -156,3 +156,20 @@ def test_a_paired_test_over_seeds_says_how_it_combines_them():
     )
     assert pooled.outcome == "supported" and (pooled.figures["helped"], pooled.figures["hurt"]) == (24, 0)
     assert pooled.rows_used  # the rows of each seed, for the record
+
+
+def test_the_run_summary_shows_the_between_seed_spread(tmp_path):
+    from ledger.cli.protocol_commands import seed_spreads
+    from ledger.run.results import ArmOutcome, RunResult
+
+    protocol = _protocol(tmp_path, SEEDED)
+    arms = [
+        ArmOutcome(f"A.s{seed}", "complete", accuracy={"eval": (correct, 24)})
+        for seed, correct in ((1, 18), (2, 21), (3, 24))
+    ]
+    arms.append(ArmOutcome("B", "complete", accuracy={"eval": (8, 24)}))
+    (line,) = seed_spreads(RunResult(protocol, protocol.sha256, tmp_path, arms))
+    assert line == (
+        "A over 3 training seeds on eval: accuracy seed 1 0.750, seed 2 0.875, seed 3 1.000; mean 0.875, "
+        "between-seed spread 0.750-1.000 (0.250)"
+    )

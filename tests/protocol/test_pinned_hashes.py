@@ -120,7 +120,8 @@ def test_a_new_version_is_a_recorded_deviation_of_exactly_its_items(relative: st
             (folder.parent / "claims").symlink_to(ROOT / "claims")
     from benchmark_files import supply_benchmark_files
 
-    supply_benchmark_files(load_protocol(new))  # the ARC files a user supplies: stand-ins with every id
+    for version in (old, new):  # the ARC files and corpora a user supplies: stand-ins (ARC: with every id)
+        supply_benchmark_files(load_protocol(version))
     store = open_store(f"sqlite:///{tmp_path / 'ledger.db'}")
     try:
         # as the earlier code did, before power at registration (phaseA version 1 is unwinnable, hence version 2)

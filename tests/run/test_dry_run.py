@@ -187,7 +187,7 @@ def test_the_miniature_at_real_shapes_trains_a_stand_in_corpus_in_micro_batches(
         6,
     ]
     copied = yaml.safe_load((tmp_path / "claims" / "0-designM-llama32.yaml").read_text())["claims"]
-    assert {claim["id"]: claim["loops"] for claim in copied}["L_rises_with_test_recurrence"] == [6, 1]
+    assert {claim["id"]: claim["loops"] for claim in copied}["L_rises_with_test_recurrence_v2"] == [6, 1]
 
 
 def test_the_miniature_at_real_shapes_samples_its_training_recurrence_on_the_rank_scale(tmp_path):
