@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from ledger.audit.verdicts import TalliedClaim, Tally  # noqa: E402
-from ledger.judge.claim_rules import judge_under_rules_2, not_counted_by_declaration  # noqa: E402
+from ledger.judge.claim_rules import compared_arms, judge_under_rules_2, not_counted_by_declaration  # noqa: E402
 from ledger.judge.claims import ClaimResult  # noqa: E402
 from ledger.protocol.arms import design_departures  # noqa: E402
 from ledger.protocol.claims import ClaimFile, claim_subjects, load_claims  # noqa: E402
@@ -119,7 +119,18 @@ def tally_record(record: Path) -> dict[str, Any]:
                 (now.outcome, now.not_counted, now.reason),
             )
         )
-    tally = Tally.of_claims(tallied)
+    # possibly vacuous, as verify flags it: supported, and an arm it names showed no acquisition (flagged by the
+    # record's own verify, or a compared arm the file declares no acquisition for)
+    vacuous = [
+        claim.id
+        for claim, result in zip(claim_file.claims, own)
+        if result.outcome == "supported"
+        and (
+            recorded[claim.id].get("vacuous_risk")
+            or any(arm not in claim_file.acquisition for arm in compared_arms(claim, gates))
+        )
+    ]
+    tally = Tally.of_claims(tallied, vacuous_risk=vacuous)
     row.update(
         claim_file=str(claims_path.relative_to(ROOT)),
         protocol=str(protocol_path.relative_to(ROOT)),

@@ -45,6 +45,7 @@ from ledger.environment import environment_differences, recorded_environments
 from ledger.inputs import read_text
 from ledger.judge.claim_files import evaluate_claims_beside
 from ledger.judge.claim_rules import CURRENT as CURRENT_RULES
+from ledger.judge.claim_rules import compared_arms
 from ledger.judge.claims import ClaimResult
 from ledger.judge.seeds import replicates_by_arm
 from ledger.protocol.arms import design_departures
@@ -289,6 +290,18 @@ def _flag_unacquired(
         verdict = by_id[found.claim_id]
         verdict.vacuous_risk = True
         verdict.flags.append(f"no acquisition precondition: {found.claim_id} {found.message}")
+    # every arm a claim compares, not only the arm under test: a comparison against a control that never showed
+    # it learnt its task may be won against nothing (claim rules 2 make such a comparison unverifiable)
+    gates = evidence.protocol_part("gates")
+    for claim in claim_file.claims:
+        undeclared = [arm for arm in compared_arms(claim, gates) if arm not in claim_file.acquisition]
+        if undeclared:
+            verdict = by_id[claim.id]
+            verdict.vacuous_risk = True
+            verdict.flags.append(
+                f"no acquisition of {', '.join(undeclared)}: {claim.id} compares arm(s) that never show they learnt "
+                "their own task (`acquisition`, claim rules 2)"
+            )
 
 
 def _as_registered(

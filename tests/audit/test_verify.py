@@ -704,4 +704,6 @@ def test_verify_names_a_support_nothing_learnt_would_give_and_tallies_it(tmp_pat
     tally = report["tally"]
     assert tally["claims"] == len(report["claims"])
     assert tally["supported"] == sum(claim["outcome"] == "supported" for claim in report["claims"])
-    assert claims["B_deep"]["outcome"] == "supported" and tally["vacuous_risk"] == ["B_deep"]
+    # B_deep for its own arm; A_beats_B for the arms it compares, which declare no acquisition
+    assert claims["B_deep"]["outcome"] == "supported" and tally["vacuous_risk"] == ["A_beats_B", "B_deep"]
+    assert any(flag.startswith("no acquisition of A, B: A_beats_B") for flag in claims["A_beats_B"]["flags"])
