@@ -54,6 +54,7 @@ from ledger.protocol.claims import (
     FrontierClaim,
     GateClaim,
     PairedExactClaim,
+    TrainingStableClaim,
     claim_subjects,
 )
 
@@ -112,6 +113,16 @@ def registration_issues(
     if claim_file.rules < 2:
         return issues
     issues += _unreachable_bounds(claim_file, depths_by_manifest or {})
+    for index, claim in enumerate(claim_file.claims):
+        if isinstance(claim, TrainingStableClaim) and claim.versus is None:
+            issues.append(
+                RuleIssue(
+                    claim.id,
+                    index,
+                    "says an arm is stable without the arm it is compared with: name it (`versus`), so that the "
+                    "claim holds only where the other arm diverges",
+                )
+            )
     for index, claim in enumerate(claim_file.claims):
         noise = _gate_noise(claim_file, claim, gates, (depths_by_manifest or {}).get(_gate_manifest(claim, gates), []))
         if noise is not None:

@@ -169,28 +169,43 @@ def at_equal_flops(claim: EqualFlopsClaim, evidence: EvidenceSource) -> ClaimRes
     )
 
 
-def training_stable(claim: TrainingStableClaim, evidence: EvidenceSource) -> ClaimResult:
-    stages = evidence.training_losses(claim.arm, claim.manifest)
+def _stability(claim: TrainingStableClaim, evidence: EvidenceSource, arm: str, figures: dict[str, Any], prefix: str):
+    """(where the arm's lineage diverged, each stage's start -> end in words), its figures written under
+    ``prefix``."""
+    stages = evidence.training_losses(arm, claim.manifest)
     if not stages:
-        raise Unverifiable(
-            f"no recorded training losses of arm {claim.arm!r} behind its readings of {claim.manifest!r}"
-        )
-    figures: dict[str, Any] = {"window": claim.window, "margin": claim.margin}
+        raise Unverifiable(f"no recorded training losses of arm {arm!r} behind its readings of {claim.manifest!r}")
     broken = []
     for stage, losses in stages:
         width = max(1, round(claim.window * len(losses)))
         start, end = sum(losses[:width]) / width, sum(losses[-width:]) / width
         finite = all(math.isfinite(loss) for loss in losses)
-        figures[f"{stage}_steps"] = len(losses)
-        figures[f"{stage}_start"], figures[f"{stage}_end"] = start, end
-        figures[f"{stage}_max"] = max(losses)
+        figures[f"{prefix}{stage}_steps"] = len(losses)
+        figures[f"{prefix}{stage}_start"], figures[f"{prefix}{stage}_end"] = start, end
+        figures[f"{prefix}{stage}_max"] = max(losses)
         if not finite or not end <= start + claim.margin:
             broken.append(f"{stage} {start:.4f} -> {end:.4f}" + ("" if finite else " (a non-finite loss)"))
     summary = "; ".join(
-        f"{stage}: {figures[f'{stage}_start']:.4f} -> {figures[f'{stage}_end']:.4f} over {len(losses)} steps"
+        f"{stage}: {figures[f'{prefix}{stage}_start']:.4f} -> {figures[f'{prefix}{stage}_end']:.4f} over "
+        f"{len(losses)} steps"
         for stage, losses in stages
     )
+    return broken, summary
+
+
+def training_stable(claim: TrainingStableClaim, evidence: EvidenceSource) -> ClaimResult:
+    figures: dict[str, Any] = {"window": claim.window, "margin": claim.margin}
+    broken, summary = _stability(claim, evidence, claim.arm, figures, "")
     reason = f"{claim.arm}'s training loss, mean of the first and last {claim.window:.0%} of each stage: {summary}"
     if broken:
         reason += f"; diverged: {', '.join(broken)}"
-    return ClaimResult(claim.id, claim.statistic, "refuted" if broken else "supported", reason, figures, None)
+    if claim.versus is None:
+        return ClaimResult(claim.id, claim.statistic, "refuted" if broken else "supported", reason, figures, None)
+    # "stable where the other is not": the arm it is compared with must have diverged
+    versus_broken, versus_summary = _stability(claim, evidence, claim.versus, figures, f"{claim.versus}:")
+    figures["versus_diverged"] = bool(versus_broken)
+    reason += f"; {claim.versus}: {versus_summary}" + (
+        f"; diverged: {', '.join(versus_broken)}" if versus_broken else f"; {claim.versus} did not diverge either"
+    )
+    holds = not broken and bool(versus_broken)
+    return ClaimResult(claim.id, claim.statistic, "supported" if holds else "refuted", reason, figures, None)

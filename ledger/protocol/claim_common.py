@@ -85,6 +85,15 @@ def _one_kind_of_precondition(value: Any) -> Any:
 Precondition = Annotated[str | GatePrecondition, BeforeValidator(_one_kind_of_precondition)]
 
 
+def without_unset(data: dict[str, Any], added_later: dict[str, Any]) -> dict[str, Any]:
+    """A serialised spec without the fields added after specs were first registered that hold their "not set"
+    default: a spec that does not use them keeps the canonical form and hash it was registered with."""
+    for name, default in added_later.items():
+        if name in data and data[name] == default:
+            del data[name]
+    return data
+
+
 class PaperFinding(StrictModel):
     """The paper's finding a claim replicates: the outcome the claim has when the finding replicates (a paper's
     negative finding is a claim expected refuted, e.g. "the halting head picks the right depth for half the rows")
@@ -95,11 +104,7 @@ class PaperFinding(StrictModel):
 
     @model_serializer(mode="wrap")
     def _omit_unset_later_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        for name, default in self.ADDED_LATER.items():
-            if name in data and data[name] == default:
-                del data[name]
-        return data
+        return without_unset(handler(self), self.ADDED_LATER)
 
     outcome: Literal["supported", "refuted"]
     figure: str = Field(min_length=1, description='The paper\'s figure, e.g. "relay 86.0% (1,536 rows)".')
@@ -131,11 +136,7 @@ class ClaimSpec(StrictModel):
 
     @model_serializer(mode="wrap")
     def _omit_unset_later_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data = handler(self)
-        for name, default in self.ADDED_LATER.items():
-            if name in data and data[name] == default:
-                del data[name]
-        return data
+        return without_unset(handler(self), self.ADDED_LATER)
 
     id: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     statement: str

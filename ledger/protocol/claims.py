@@ -224,8 +224,15 @@ class TrainingStableClaim(ClaimSpec):
 
     statistic: Literal["training_stable"]
     arm: KeyName
+    versus: KeyName | None = Field(
+        default=None,
+        description='The arm it is stable where the other is not ("Muon stable where AdamW spikes"): the claim '
+        "holds only when ``arm`` keeps every stage and ``versus`` does not. Claim rules 2 need it.",
+    )
     window: float = Field(default=0.1, gt=0, le=0.5, description="Fraction of each stage's steps at each end.")
     margin: float = Field(default=0.0, ge=0, description="Nats per token the end may sit above the start.")
+
+    ADDED_LATER: ClassVar[dict[str, Any]] = {**ClaimSpec.ADDED_LATER, "versus": None}
 
     @model_validator(mode="after")
     def _no_family(self) -> TrainingStableClaim:
@@ -517,6 +524,8 @@ def check_claims_against(claims: ClaimFile, protocol: Protocol, file: str) -> li
             if manifest not in manifests:
                 issues.append(ProtocolIssue(file, None, f"{where}.manifest", f"unknown manifest {manifest!r}"))
         named = list(getattr(claim, "arms", ())) + ([claim.arm] if hasattr(claim, "arm") else [])
+        versus = getattr(claim, "versus", None)
+        named += [versus] if isinstance(versus, str) else []
         for arm in named:
             # A base is read as its own arm, "base:NAME" (the reference of guardrails).
             if arm not in arms and not (arm.startswith("base:") and arm[5:] in protocol.bases):

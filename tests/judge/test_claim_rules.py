@@ -214,7 +214,7 @@ def test_a_claim_without_a_test_or_a_bound_is_exploratory_and_never_support():
         _a_beats_b(),
         A_LEARNT,
         B_LEARNT,
-        {**STABLE, "exploratory": True},
+        {**STABLE, "exploratory": True, "versus": "B"},
         primary=["A_beats_B"],
         acquisition=ACQUISITION,
     )
@@ -333,3 +333,30 @@ def test_a_claim_true_by_construction_is_reported_and_never_tallied():
     tally = Tally.of([verdict])
     assert (tally.supported, tally.with_paper, tally.not_counted) == (0, 0, ("E_keeps",))
     assert verdict.replicates is None
+
+
+class _Losses(MemoryEvidence):
+    def __init__(self, losses: dict[str, list[float]]):
+        super().__init__()
+        self._losses = losses
+
+    def training_losses(self, arm: str, manifest: str) -> list[tuple[str, list[float]]]:
+        return [("train", self._losses[arm])] if arm in self._losses else []
+
+
+def test_a_stable_claim_names_the_arm_it_is_stable_against():
+    steady, spiking = [3.0, 2.5, 2.2, 2.0, 1.9, 1.8, 1.8, 1.7, 1.7, 1.6], [3.0, 2.5, 9.0, float("nan")] + [5.0] * 6
+    alone = {**STABLE, "exploratory": True}
+    against = {**alone, "versus": "W"}
+    file = _rules_2(_a_beats_b(), A_LEARNT, B_LEARNT, alone, primary=["A_beats_B"], acquisition=ACQUISITION)
+    assert any("without the arm it is compared with" in i.message for i in registration_issues(file, {}))
+    named = _rules_2(_a_beats_b(), A_LEARNT, B_LEARNT, against, primary=["A_beats_B"], acquisition=ACQUISITION)
+    assert registration_issues(named, {}) == []
+    # supported only where the other arm diverged: a stable arm beside another stable one says nothing
+    both_steady = _Losses({"A": steady, "W": steady})
+    (alone_result,) = evaluate_claims(_file(alone), both_steady)
+    (against_result,) = evaluate_claims(_file(against), both_steady)
+    assert (alone_result.outcome, against_result.outcome) == ("supported", "refuted")
+    assert "W did not diverge either" in against_result.reason
+    (where_w_spikes,) = evaluate_claims(_file(against), _Losses({"A": steady, "W": spiking}))
+    assert where_w_spikes.outcome == "supported" and where_w_spikes.figures["versus_diverged"] is True
