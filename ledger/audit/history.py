@@ -187,14 +187,19 @@ def note_versions(store: Store, protocol: str, is_protocol: bool, verdicts: list
 
 
 def version_story(store: Store, name: str, sha256: str) -> list[str]:
-    """How this version came to be, for a summary or a report's lead: "version 3 of 3 registered of NAME", then
+    """How this version came to be, for a summary or a report's lead: "NAME: version 3 of 3 registered in this
+    ledger" (and the file's own version where it differs: earlier versions registered elsewhere), then
     each recorded deviation on the way to it, oldest first, with the reason its author recorded (what outcome
     led to it) and how many items it changed. A single version: the first line alone."""
     versions = store.protocols(name=name, release=False)
     numbers = {version.sha256: index for index, version in enumerate(versions, 1)}
     if sha256 not in numbers:
         return []
-    lines = [f"version {numbers[sha256]} of {len(versions)} registered of {name}"]
+    label = versions[numbers[sha256] - 1].version
+    lines = [
+        f"{name}: version {numbers[sha256]} of {len(versions)} registered in this ledger"
+        + (f" (its file's version {label})" if label and str(label) != str(numbers[sha256]) else "")
+    ]
     chain: list[str] = []
     for version in versions[: numbers[sha256]]:
         grouped: dict[tuple[str, str, str], int] = {}

@@ -79,11 +79,26 @@ def test_two_versions_side_by_side(tmp_path, capsys, monkeypatch):
     assert "<td><code>tiny-verify/A_accurate</code></td><td>supported</td><td>refuted</td>" in versions
     # and its first screen says how many versions there are, and what led to each deviation
     lead = html[: html.index('<section id="claims">')]
-    assert "version 2 of 2 registered of tiny-verify" in lead
+    assert "tiny-verify: version 2 of 2 registered in this ledger" in lead
     assert "version 1 -&gt; 2 (after_data, 1 item(s)): block too deep" in lead
     with open_store(db, read_only=True) as store:
         v1 = store.protocols(name="tiny-verify")[0].sha256
-        assert version_story(store, "tiny-verify", v1) == ["version 1 of 2 registered of tiny-verify"]
+        assert version_story(store, "tiny-verify", v1) == ["tiny-verify: version 1 of 2 registered in this ledger"]
     # an unknown protocol is one line, exit 2, and nothing is written
     assert run("history", "nope", "--db", db) == 2
     assert "no protocol 'nope' is registered" in capsys.readouterr().err
+
+
+def test_the_version_story_names_the_files_own_version_where_earlier_ones_were_registered_elsewhere(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "protocol.yaml").write_text(PROTOCOL.replace("version: 1\n", "version: 5\n", 1), encoding="utf-8")
+    (tmp_path / "claims.yaml").write_text(CLAIMS, encoding="utf-8")
+    db = f"sqlite:///{tmp_path / 'ledger.db'}"
+    assert run("register", "protocol.yaml", "--db", db) == 0
+    with open_store(db, read_only=True) as store:
+        (only,) = store.protocols(name="tiny-verify")
+        assert version_story(store, "tiny-verify", only.sha256) == [
+            "tiny-verify: version 1 of 1 registered in this ledger (its file's version 5)"
+        ]
