@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from ledger.audit.verdicts import TalliedClaim, Tally  # noqa: E402
 from ledger.judge.claim_rules import compared_arms, judge_under_rules_2, not_counted_by_declaration  # noqa: E402
 from ledger.judge.claims import ClaimResult  # noqa: E402
-from ledger.protocol.arms import design_departures  # noqa: E402
+from ledger.protocol.arms import claim_departures  # noqa: E402
 from ledger.protocol.claims import ClaimFile, claim_subjects, load_claims  # noqa: E402
 from ledger.protocol.loader import load_protocol  # noqa: E402
 from ledger.rows.builder import build_manifests  # noqa: E402
@@ -106,9 +106,7 @@ def tally_record(record: Path) -> dict[str, Any]:
     current = judge_under_rules_2(claim_file, own, gates, lambda gate, arm: True, manifest_depths)
     tallied = []
     for claim, result, now in zip(claim_file.claims, own, current):
-        departures = tuple(
-            dict.fromkeys(d for arm in claim_subjects(claim) for d in design_departures(arms.get(arm, {})))
-        )
+        departures = claim_departures(claim_subjects(claim), arms)
         tallied.append(
             TalliedClaim(
                 claim.id,

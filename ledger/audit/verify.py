@@ -48,7 +48,7 @@ from ledger.judge.claim_rules import CURRENT as CURRENT_RULES
 from ledger.judge.claim_rules import compared_arms
 from ledger.judge.claims import ClaimResult
 from ledger.judge.seeds import replicates_by_arm
-from ledger.protocol.arms import design_departures
+from ledger.protocol.arms import claim_departures
 from ledger.protocol.claims import ClaimFile, claim_manifests, claim_subjects, load_claims, manifest_of
 from ledger.protocol.loader import ProtocolError, bounded_yaml
 from ledger.store import Store
@@ -265,7 +265,7 @@ def _verify_file(
         if claim_file.rules < CURRENT_RULES:
             verdict.current = (now.outcome, now.not_counted, now.reason)
         subjects = [r for arm in claim_subjects(claim) for r in replicates.get(arm) or [arm]]
-        verdict.departures = tuple(dict.fromkeys(d for arm in subjects for d in design_departures(arms.get(arm, {}))))
+        verdict.departures = claim_departures(subjects, arms)
         verdicts.append(verdict)
     _flag_unacquired(store, claim_file, evidence, verdicts)
     return verdicts + _as_registered(store, path, claim_file, scope, verdicts)

@@ -90,12 +90,15 @@ def compared_arms(claim: Any, gates: Mapping[str, Mapping[str, Any]]) -> tuple[s
     return ()
 
 
+def not_counted_as_declared(by_construction: str | None, exploratory: bool) -> str | None:
+    """Why a claim so declared is never counted as support (None: it is counted)."""
+    if by_construction:
+        return f"true by construction: {by_construction}"
+    return "exploratory" if exploratory else None
+
+
 def not_counted_by_declaration(claim: Any) -> str | None:
-    if claim.by_construction:
-        return f"true by construction: {claim.by_construction}"
-    if claim.exploratory:
-        return "exploratory"
-    return None
+    return not_counted_as_declared(claim.by_construction, claim.exploratory)
 
 
 def registration_issues(

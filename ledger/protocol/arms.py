@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -255,6 +255,12 @@ def design_departures(arm: Mapping[str, Any]) -> tuple[str, ...]:
     model: Any = BRIDGES[str(bridge["kind"])].spec
     departures = getattr(model.model_validate(dict(bridge)), "departures", None)
     return tuple(departures()) if departures is not None else ()
+
+
+def claim_departures(subjects: Iterable[str], arms: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
+    """Where the arms a claim is about depart from the paper's design, each departure once (``arms``: id -> the
+    arm as a canonical document holds it; a base or an unknown id departs in nothing)."""
+    return tuple(dict.fromkeys(d for arm in subjects for d in design_departures(arms.get(arm, {}))))
 
 
 class FullBlockBudget(StrictModel):

@@ -14,7 +14,8 @@ from typing import Any
 from ledger.audit.history import ProtocolHistory
 from ledger.audit.verdicts import TalliedClaim, Tally
 from ledger.environment import environment_differences
-from ledger.protocol.arms import design_departures
+from ledger.judge.claim_rules import not_counted_as_declared
+from ledger.protocol.arms import claim_departures
 from ledger.report.data import ArmSeries, ClaimRow, HeatmapGrid, LineageNode
 
 CSS = """
@@ -209,19 +210,13 @@ def lineage_html(nodes: list[LineageNode]) -> str:
 
 def _tallied(row: ClaimRow, arms: Mapping[str, dict]) -> TalliedClaim:
     spec = row.spec
-    not_counted = (
-        f"true by construction: {spec['by_construction']}"
-        if spec.get("by_construction")
-        else ("exploratory" if spec.get("exploratory") else None)
-    )
     subjects = list(spec.get("arms") or []) + ([spec["arm"]] if spec.get("arm") else [])
-    departures = tuple(dict.fromkeys(d for arm in subjects for d in design_departures(arms.get(arm, {}))))
     return TalliedClaim(
         row.claim_id.split("/")[-1],
         row.outcome.outcome if row.outcome else None,
         spec.get("paper") or None,
-        not_counted,
-        departures,
+        not_counted_as_declared(spec.get("by_construction"), bool(spec.get("exploratory"))),
+        claim_departures(subjects, arms),
     )
 
 

@@ -34,20 +34,25 @@ class StoreEvidence(EvidenceSource):
     _records: dict[tuple, list[EvidenceReading]] = field(default_factory=dict, init=False, repr=False)
     _outcomes: dict[tuple, dict[str, tuple[int, bool]] | None] = field(default_factory=dict, init=False, repr=False)
     _by_checkpoint: dict[tuple, dict] = field(default_factory=dict, init=False, repr=False)
+    _parts: dict[str, dict[str, dict]] = field(default_factory=dict, init=False, repr=False)
+    _depths: dict[str, list[int]] = field(default_factory=dict, init=False, repr=False)
 
     def protocol_part(self, part: str) -> dict[str, dict]:
-        registered = self.store.protocols(sha256s=self.protocol_sha256s)
-        if not registered:
-            return {}
-        document = json.loads(registered[-1].canonical_json)
-        items = document.get(part) if isinstance(document, dict) else None
-        return {str(item["id"]): item for item in items or [] if isinstance(item, dict) and "id" in item}
+        if part not in self._parts:  # read once a pass: the claim rules, seeds and verify each ask
+            registered = self.store.protocols(sha256s=self.protocol_sha256s)
+            document = json.loads(registered[-1].canonical_json) if registered else {}
+            items = document.get(part) if isinstance(document, dict) else None
+            self._parts[part] = {
+                str(item["id"]): item for item in items or [] if isinstance(item, dict) and "id" in item
+            }
+        return self._parts[part]
 
     def manifest_depths(self, manifest: str) -> list[int]:
-        sha = self.manifest_sha256(manifest)
-        if sha is None:
-            return []
-        return [int(json.loads(row.canonical_json).get("depth") or 0) for row in self.store.manifest_rows(sha)]
+        if manifest not in self._depths:
+            sha = self.manifest_sha256(manifest)
+            rows = self.store.manifest_rows(sha) if sha is not None else []
+            self._depths[manifest] = [int(json.loads(row.canonical_json).get("depth") or 0) for row in rows]
+        return self._depths[manifest]
 
     def manifest_sha256(self, manifest: str) -> str | None:
         """The latest registered manifest of that name in scope (a manifest two versions share included);
