@@ -15,8 +15,11 @@ def test_the_committed_tallies_are_drawn_from_the_records():
     checked = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=600)
     assert checked.returncode == 0, "docs/results/tallies.md is stale: run docs/results/tallies_under_rules.py"
     text = (ROOT / "docs" / "results" / "tallies.md").read_text(encoding="utf-8")
-    # the first command's record: its comparisons withdrawn, the variant counted apart
-    row = next(line for line in text.splitlines() if line.startswith("| `phaseA-tiny` |"))
+    # the first command's record of version 5 (rules 1): its comparisons withdrawn, the variant counted apart
+    row = next(line for line in text.splitlines() if line.startswith("| `phaseA-tiny-v5` |"))
     assert "variant (answer-only re-entry), counted apart" in row
     assert "possibly vacuous (no acquisition precondition): A_beats_B_overall_v5" in row
     assert "under the current claim rules: supported 4 (withdrawn: A_beats_B_overall_v5" in row
+    # version 6, registered under rules 2: what they withdraw was never supported, and nothing is vacuous
+    row = next(line for line in text.splitlines() if line.startswith("| `phaseA-tiny` |"))
+    assert row.count("supported: 4 of 12") == 2 and "possibly vacuous" not in row and "withdrawn" not in row

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,7 @@ def _candidates(name: str) -> list[tuple[Path, Path]]:
 
 
 def _registered(record: Path, ids: set[str]) -> tuple[Path, ClaimFile, Path] | None:
-    name = record.name
-    for suffix in ("-v1", "-v2", "-v3", "-v4"):
-        name = name.removesuffix(suffix)
+    name = re.sub(r"-v[0-9]+$", "", record.name)  # an earlier version's record: docs/results/NAME-vN
     for claims_path, protocol_path in _candidates(name):
         if not claims_path.is_file():
             continue
@@ -143,7 +142,10 @@ def _recorded_line(verify: dict) -> str:
     supported = sum(claim["outcome"] == "supported" for claim in verify["claims"])
     if not tally:
         return f"supported: {supported} of {len(verify['claims'])} (its verify.json predates the tally)"
-    line = f"supported: {tally['supported']} of {tally['claims']}"
+    not_counted = len(tally.get("not_counted") or ())  # exploratory or by construction: never support
+    line = f"supported: {tally['supported']} of {tally['claims'] - not_counted}"
+    if not_counted:
+        line += f"; not counted: {not_counted}"
     if tally.get("with_paper"):
         line += f"; replicates the paper: {tally['replicates_paper']} of {tally['with_paper']}"
     return line
@@ -155,12 +157,13 @@ def render(rows: list[dict[str, Any]]) -> str:
         "",
         "Written by `.venv/bin/python docs/results/tallies_under_rules.py` from each record's `verify.json` and its",
         "claim file and protocol as registered (see the script's docstring for what it reads and the two ways it",
-        "differs from a live `ledger verify`). Each record verifies under the rules it was registered with (rules 1);",
-        "the last column is what claim rules 2 (`ledger/judge/claim_rules.py`) would support of the same outcomes.",
+        "differs from a live `ledger verify`). Each record verifies under the rules it was registered with (rules 1,",
+        "or rules 2 for a claim file that names them); the last column is what claim rules 2",
+        "(`ledger/judge/claim_rules.py`) support of the same outcomes.",
         "`replicates the paper` counts only claims on arms built with the paper's design; a variant's claims are",
         "counted on a line of their own.",
         "",
-        "| record | recorded tally | tally now (rules 1, variants apart; rules 2 beside) |",
+        "| record | recorded tally | tally now (its own rules, variants apart; rules 2 beside) |",
         "| --- | --- | --- |",
     ]
     for row in rows:

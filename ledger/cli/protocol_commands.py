@@ -40,6 +40,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     to_come = files_to_come(protocol)  # benchmark files the user puts in place before registering
     manifests = _build_or_fail(protocol, path, leave_out=to_come)
+    from ledger.audit.preregistration import refuse_against_rules, refuse_unacquired, refuse_unwinnable
+
+    # what `register` would refuse of the claims (power, acquisition, the claim rules), said before it is asked
+    refuse_unwinnable(checked.claim_files, manifests)
+    refuse_unacquired(checked.claim_files, manifests)
+    refuse_against_rules(checked.claim_files, protocol, manifests)
 
     out.print(Text.assemble((protocol.name, "bold"), f" v{protocol.version}  protocol sha256 {protocol.sha256}"))
     out.print(protocol.description)

@@ -186,7 +186,7 @@ def paired_exact(claim: PairedExactClaim, evidence: EvidenceSource) -> ClaimResu
 
 
 def accuracy(claim: AccuracyClaim, evidence: EvidenceSource) -> ClaimResult:
-    rows = _rows(claim, evidence, claim.arm)
+    rows = _rows(claim, evidence, claim.arm, claim.loop)
     correct = sum(1 for _, hit in rows.values() if hit)
     n = len(rows)
     interval = stats.wilson_interval(correct, n)
@@ -200,7 +200,8 @@ def accuracy(claim: AccuracyClaim, evidence: EvidenceSource) -> ClaimResult:
         "wilson_low": interval.lower,
         "wilson_high": interval.upper,
     }
-    reason = f"{claim.arm}: {correct}/{n} = {accuracy:.4f} (Wilson 95% {interval.lower:.3f}-{interval.upper:.3f}); needs {sign} {claim.threshold}"
+    at = "" if claim.loop is None else f" at loop {claim.loop}"
+    reason = f"{claim.arm}{at}: {correct}/{n} = {accuracy:.4f} (Wilson 95% {interval.lower:.3f}-{interval.upper:.3f}); needs {sign} {claim.threshold}"
     return ClaimResult(claim.id, claim.statistic, "supported" if holds else "refuted", reason, figures)
 
 

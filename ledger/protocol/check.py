@@ -272,7 +272,8 @@ def claim_problems(claim_file: ClaimFile, protocol: Protocol) -> list[Problem]:
         _runnable(kind, (*at, "statistic"), problems)
         manifest: Any = protocol.manifest(claim.manifest)
         by_loop = GENERATORS[manifest.generator].reading == "by_loop"
-        if claim.rows.depths is not None and not by_loop:
+        with_depths = by_loop or GENERATORS[manifest.generator].reading == "answer"  # rows that carry a depth
+        if claim.rows.depths is not None and not with_depths:
             problems.append(((*at, "rows", "depths"), f"manifest {claim.manifest!r} has no depths to filter"))
         if kind.reads == "per_depth" and not by_loop:
             problems.append(

@@ -89,6 +89,14 @@ class AccuracyClaim(ClaimSpec):
     arm: KeyName
     threshold: float = Field(ge=0, le=1)
     direction: Literal["at_least", "at_most"] = "at_least"
+    loop: int | None = Field(
+        default=None,
+        ge=1,
+        description="Read at this test recurrence (an answer read at every loop, e.g. word problems at 4) instead of "
+        "each row's final loop.",
+    )
+
+    ADDED_LATER: ClassVar[dict[str, Any]] = {**ClaimSpec.ADDED_LATER, "loop": None}
 
     def holds_without_acquisition(self) -> bool:
         return self.direction == "at_most"

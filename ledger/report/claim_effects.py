@@ -54,6 +54,6 @@ def claim_effect(
         direction = spec.get("direction", "greater")
         above = None if direction == "two-sided" else direction != "less"
         return effect("difference in accuracy", (helped - hurt) / n, interval.lower, interval.upper, 0.0, above)
-    if "ratio" in figures and "bar" in figures:
-        return effect("frontier / support depth", figures["ratio"], None, None, figures["bar"])
+    if "ratio" in figures and "threshold" in spec:  # the ratio's bar is the claim's threshold (its `bar` is accuracy's)
+        return effect("frontier / support depth", figures["ratio"], None, None, spec["threshold"])
     return None

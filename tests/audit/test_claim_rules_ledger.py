@@ -36,6 +36,14 @@ def test_registration_refuses_a_comparator_without_an_acquisition(tmp_path, monk
     assert not (tmp_path / "ledger.db").exists() or run("verify", "claims.yaml", "--db", db) != 0
 
 
+def test_check_refuses_what_registration_would(tmp_path, monkeypatch, capsys):
+    _project(tmp_path, monkeypatch, RULES_2.replace("  B: [B_answers_depth_1]\n", ""))
+    assert run("check", "protocol.yaml") == 2
+    assert "compares arm B, which declares no acquisition" in capsys.readouterr().err
+    _project(tmp_path, monkeypatch, RULES_2)
+    assert run("check", "protocol.yaml") == 0
+
+
 def test_registration_refuses_a_threshold_its_rows_cannot_clear(tmp_path, monkeypatch, capsys):
     # 8 depth-1 rows: even 8 of 8 gives a one-sided 95% lower bound of 0.747
     db = _project(

@@ -226,8 +226,9 @@ def test_check_reads_each_arms_own_loop_of_a_paired_claim(tmp_path, capsys):
         "manifest": "problems_eval",
         "direction": "greater",
     }
+    kept = claims["claims"]
     for loops, code in (([32, 1], 0), ([64, 1], 2)):
-        claims["claims"] = [*claims["claims"][:7], {**rises, "loops": loops}]
+        claims["claims"] = [*kept, {**rises, "loops": loops}]
         claims_file.write_text(yaml.safe_dump(claims, sort_keys=False))
         assert main(["check", str(tmp_path / "protocols" / "designM-tiny.yaml")]) == code
     err = capsys.readouterr().err

@@ -673,11 +673,12 @@ def test_claim_effects_put_each_statistic_on_a_shared_form():
     assert below is not None and not below.holds_above
     kept = claim_effect("E_keeps", {}, {"difference": -0.04, "ci_low": -0.06, "ci_high": -0.01, "margin": 0.05}, None)
     assert kept is not None and kept.bar == -0.05 and kept.low == -0.06
-    ratio = claim_effect("ratio", {}, {"ratio": 1.415, "bar": 1.3}, "supported")
+    # the ratio against the claim's threshold, not the accuracy bar its frontier is read at
+    ratio = claim_effect("ratio", {"bar": 0.71, "threshold": 1.3}, {"ratio": 1.415, "bar": 0.71}, "supported")
     assert ratio is not None and ratio.low is None and ratio.bar == 1.3  # one run: no interval to draw
     assert claim_effect("gate", {}, {"passed": True}, "supported") is None
     # a figure not measured (a dry run's frontier never reached, an empty row filter) is left out, not drawn
-    assert claim_effect("unmeasured", {}, {"ratio": None, "bar": 1.3}, "unverifiable") is None
+    assert claim_effect("unmeasured", {"threshold": 1.3}, {"ratio": None, "bar": 0.71}, "unverifiable") is None
     assert claim_effect("no rows", {}, {"accuracy": None, "wilson_low": None, "wilson_high": None}, None) is None
 
 
