@@ -224,16 +224,17 @@ def test_version_3_froze_what_its_budget_twin_tuned_and_reads_fresh_rows():
     assert not frozen_splits & {m.split for protocol in earlier for m in protocol.manifests}
 
 
-def test_versions_4_and_5_move_the_base_and_c_alone_and_read_fresh_rows():
+def test_versions_4_to_6_move_the_base_and_c_alone_and_read_fresh_rows():
     """Version 4 keeps version 3's arms but for C's budget (400 steps for 200) on the skilled base (D keeps its own),
     guards on the 256 Tier-1 rows that base was taught, and reads frozen rows no earlier version or twin built;
-    version 5 records the Tier-1 gate instead of stopping at it and reads fresh evaluation rows again."""
+    version 5 records the Tier-1 gate instead of stopping at it and reads fresh evaluation rows again, and so does
+    version 6, whose claims follow claim rules 2 (its arms are version 5's)."""
     from arms.bases.corpus import tier1_rows
     from arms.bases.recipe import load_recipe
     from ledger.rows.builder import build_manifest, build_manifests
 
     v3, v4 = load_protocol(TINY_V3), load_protocol(TINY)
-    assert v4.version == 5 and v4.bases["tiny_large"] == v3.bases["tiny_large"]
+    assert v4.version == 6 and v4.bases["tiny_large"] == v3.bases["tiny_large"]
     assert next(g for g in v4.gates if g.id == "tier1").action == "flag"
     assert v4.bases["tiny"].source == "../bases/tiny-base-skills"
     before = {arm.id: arm for arm in v3.arms}
@@ -252,9 +253,14 @@ def test_versions_4_and_5_move_the_base_and_c_alone_and_read_fresh_rows():
     earlier = [load_protocol(path) for path in (TINY_V3, BUDGET_TUNING, TINY_V2, TUNING, LONG, LONG_TUNING)]
     seen = {row.sha256 for p in earlier for m in p.manifests if m.role != "train" for row in build_manifest(m).rows}
     assert not fresh & seen
-    version_4 = load_protocol(ROOT / "tests" / "pins" / "versions" / "phaseA-tiny.v4.yaml")
-    read_by_4 = {row.sha256 for row in build_manifest(next(m for m in version_4.manifests if m.role == "eval")).rows}
-    assert not read_by_4 & {row.sha256 for row in built["phaseA_eval"].rows}
+    for kept in ("phaseA-tiny.v4.yaml", "phaseA-tiny.v5.yaml"):
+        version = load_protocol(ROOT / "tests" / "pins" / "versions" / kept)
+        read_before = {
+            row.sha256 for row in build_manifest(next(m for m in version.manifests if m.role == "eval")).rows
+        }
+        assert not read_before & {row.sha256 for row in built["phaseA_eval"].rows}, kept
+    version_5 = load_protocol(ROOT / "tests" / "pins" / "versions" / "phaseA-tiny.v5.yaml")
+    assert [arm.model_dump() for arm in version_5.arms] == [arm.model_dump() for arm in v4.arms]  # the same training
     gate = next(g for g in v4.gates if g.id == "E_within_rows_of_A")
     assert (gate.arm, gate.versus, gate.rows) == ("E", "A", 4)  # the paper's 8 of 128 rows per depth, as a share
 
