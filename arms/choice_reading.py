@@ -19,6 +19,7 @@ import torch
 
 from arms.model.recurrent import RecurrentLM
 from arms.model.scoring import ContinuationScorer
+from arms.runtime_common import on_device, one_pass_logits, symbol_id_tensor
 from ledger.reader.choices import loglik_pairs, mean_over_rotations, rotated
 
 
@@ -26,17 +27,13 @@ class BaseView:
     """A base model seen as an arm read once: what ``read_choices`` needs of a runtime."""
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, reader: Any):
-        from arms.runtime import _symbol_ids
-
         self.model, self.tokenizer, self.reader = model, tokenizer, reader
         self.device = next(model.parameters()).device
-        self.symbol_ids = _symbol_ids(reader, self.device)
+        self.symbol_ids = symbol_id_tensor(reader, self.device)
 
     def loop1_logits(self, rows: Sequence[Any]) -> torch.Tensor:
-        from arms.runtime import _on, one_pass_logits
-
         return one_pass_logits(
-            self.model, _on(self.reader.encode(rows, return_tensors="pt"), self.device), self.symbol_ids
+            self.model, on_device(self.reader.encode(rows, return_tensors="pt"), self.device), self.symbol_ids
         )
 
 

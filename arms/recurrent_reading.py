@@ -7,22 +7,20 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import torch
 
 from arms.device import synchronize
 from arms.readings import Reading, Tick, _finite, _tick
+from arms.runtime_common import RecurrentView
 from ledger.reader.persistence import cell_behavior
-
-if TYPE_CHECKING:
-    from arms.runtime import RecurrentRuntime
 
 
 class RecurrentReading:
     """Reads rows through its runtime's model, reader and device."""
 
-    def __init__(self, runtime: RecurrentRuntime):
+    def __init__(self, runtime: RecurrentView):
         self.runtime = runtime
 
     def evaluate(self, rows, evaluation, progress: Tick = None) -> list[Reading]:

@@ -23,10 +23,11 @@ from safetensors.torch import load_file, save_file
 from arms.device import free_memory_bytes, model_device
 from arms.readings import Reading, Tick, _tick
 from arms.recurrent_reading import RecurrentReading
+from arms.runtime_common import derived_seed, on_device, one_pass_logits, symbol_id_tensor
 from arms.train.distributed import SINGLE, World
 from arms.train.first_update import FirstUpdate
 from arms.train.step import StageLosses, TrainingDiverged, take_step
-from ledger.canonical import canonical_json, sha256_hex
+from ledger.canonical import canonical_json
 from ledger.protocol.arms import ARM_KINDS, BUDGETS, OBJECTIVES
 from ledger.reader.shared import Reader
 from ledger.rows.tasks.token_corpus import TokenSequences
@@ -37,10 +38,6 @@ if TYPE_CHECKING:
 
 ProgressFn = Callable[[int, float], None]
 __all__ = ["ArmRuntime", "DenseRuntime", "Reading", "RecurrentRuntime", "TrainingDiverged", "build_runtime"]
-
-
-def derived_seed(*parts: Any) -> int:
-    return int(sha256_hex(canonical_json(list(parts)))[:16], 16) % (2**63)
 
 
 @dataclass(frozen=True)
@@ -292,24 +289,6 @@ class ArmRuntime:
         raise NotImplementedError
 
 
-def _on(tensors: dict[str, Any], device: torch.device) -> dict[str, Any]:
-    return {key: value.to(device) for key, value in tensors.items()}
-
-
-def one_pass_logits(model, encoded: dict[str, Any], symbol_ids: torch.Tensor) -> torch.Tensor:
-    """A one-pass model's symbol logits at the last column of a left-padded batch, at the positions a
-    retrofit's loop 1 reads (padding skipped, ``positions_from_mask``): a base and its arms are read alike,
-    bit for bit in any dtype, where positions shifted by the padding would differ by RoPE's rounding."""
-    from arms.model.recurrent import positions_from_mask
-
-    positions = positions_from_mask(encoded["attention_mask"])
-    return model(**encoded, position_ids=positions, logits_to_keep=1).logits[:, -1][:, symbol_ids]
-
-
-def _symbol_ids(reader: Reader, device: torch.device) -> torch.Tensor:
-    return torch.tensor([reader.symbol_token_ids[s] for s in reader.symbols], device=device)
-
-
 class RecurrentRuntime(ArmRuntime):
     """A retrofitted recurrent arm: the shared block looped, read at every loop."""
 
@@ -331,7 +310,7 @@ class RecurrentRuntime(ArmRuntime):
             groups = {**groups, "halting_head": attach_head(model, arm.halting(), derived_seed(arm.id, "halting"))}
         super().__init__(model, tokenizer, reader)
         self.arm = arm
-        self.symbol_ids = _symbol_ids(reader, self.device)
+        self.symbol_ids = symbol_id_tensor(reader, self.device)
         self.groups = groups
         self.reading = RecurrentReading(self)
 
@@ -442,7 +421,7 @@ class DenseRuntime(ArmRuntime):
         self.arm = arm
         for parameter in self.model.parameters():
             parameter.requires_grad_(True)
-        self.symbol_ids = _symbol_ids(reader, self.device)
+        self.symbol_ids = symbol_id_tensor(reader, self.device)
 
     def named_groups(self):
         stages = self.arm.stages
@@ -466,11 +445,11 @@ class DenseRuntime(ArmRuntime):
         mode = OBJECTIVES[stage.objective].target_format
         batch = collate_sft(build_sft_examples(rows, self.reader, mode=mode), self.tokenizer)
         self.record_step(step, int(batch["attention_mask"].sum()))  # 6 N D
-        return self.model(**_on(batch, self.device)).loss
+        return self.model(**on_device(batch, self.device)).loss
 
     def loop1_logits(self, rows):
         return one_pass_logits(
-            self.model, _on(self.reader.encode(rows, return_tensors="pt"), self.device), self.symbol_ids
+            self.model, on_device(self.reader.encode(rows, return_tensors="pt"), self.device), self.symbol_ids
         )
 
     def evaluate(self, rows, evaluation, progress: Tick = None) -> list[Reading]:

@@ -15,12 +15,12 @@ from typing import Any
 import torch
 
 from arms.readings import Reading, _finite
-from arms.runtime import ArmRuntime, derived_seed
+from arms.runtime_common import ArmView, derived_seed
 from arms.train.language import document_ids, encode_documents, encode_ids, next_token_loss, sweep_nats
 from arms.train.recurrence import stage_recurrence
 
 
-def text_loss(runtime: ArmRuntime, rows, stage: Any, step: int) -> torch.Tensor:
+def text_loss(runtime: ArmView, rows, stage: Any, step: int) -> torch.Tensor:
     """The loss of one next-token step, with the step's record (``runtime.step_records[step]``)."""
     documents = [document_ids(row, runtime.reader, runtime.tokenizer) for row in rows]
     ids, mask = encode_ids(documents, runtime.tokenizer, stage.max_tokens, "cpu")  # counted on the host
@@ -41,7 +41,7 @@ def text_loss(runtime: ArmRuntime, rows, stage: Any, step: int) -> torch.Tensor:
     return next_token_loss(model, ids, mask, loops=loops, no_grad_loops=loops - grad_loops, generator=generator)
 
 
-def read_losses(runtime: ArmRuntime, rows, evaluation: Any) -> list[Reading]:
+def read_losses(runtime: ArmView, rows, evaluation: Any) -> list[Reading]:
     """Text rows: nats and tokens of each document at every test recurrence (readings without an answer)."""
     loops = runtime.arm.test_recurrences()
     readings = []
@@ -59,7 +59,7 @@ def read_losses(runtime: ArmRuntime, rows, evaluation: Any) -> list[Reading]:
     return readings
 
 
-def read_answers(runtime: ArmRuntime, rows, evaluation: Any) -> list[Reading]:
+def read_answers(runtime: ArmView, rows, evaluation: Any) -> list[Reading]:
     """Question rows read against their answer at every test recurrence, by the shared reader."""
     loops = runtime.arm.test_recurrences()
     readings = []

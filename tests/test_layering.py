@@ -1,14 +1,17 @@
 """The house reads top to bottom along the data flow.
 
 Every module belongs to a stage; a module may import only from its own stage or an
-earlier one (no upward imports, anywhere in a function body either). `ledger/` never
-imports torch, transformers, peft or arms at module top, and only the orchestration
-stages (`ledger.run`, `ledger.cli`) reach arms at all.
+earlier one (no upward imports, anywhere in a function body either), and no modules import
+each other in a circle (within a stage, the only place one could form), counting imports in
+function bodies and under `TYPE_CHECKING` too. `ledger/` never imports torch, transformers,
+peft or arms at module top, and only the orchestration stages (`ledger.run`, `ledger.cli`)
+reach arms at all.
 """
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import subprocess
 import sys
 from pathlib import Path
@@ -150,6 +153,86 @@ def test_the_checker_sees_an_upward_and_a_heavy_import(tmp_path: Path) -> None:
             test_ledger_keeps_models_out(planted)
     finally:
         planted.unlink()
+
+
+def import_edges(path: Path) -> list[tuple[str, int, str]]:
+    """(our module imported, line, where: top, function or TYPE_CHECKING) for every import of ours in the file,
+    ``from package import name`` resolved to the submodule where ``name`` is one."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    found: list[tuple[str, int, str]] = []
+
+    def is_module(name: str) -> bool:
+        relative = Path(*name.split("."))
+        return (ROOT / relative.with_suffix(".py")).is_file() or (ROOT / relative / "__init__.py").is_file()
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                found.extend((alias.name, child.lineno, where) for alias in child.names if ours(alias.name))
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
+                    base = ".".join([*anchor, base] if base else anchor)
+                if not ours(base):
+                    continue
+                for alias in child.names:
+                    name = f"{base}.{alias.name}"
+                    found.append((name if is_module(name) else base, child.lineno, where))
+            elif isinstance(child, ast.If) and _is_type_checking(child.test):
+                visit(ast.Module(body=child.body, type_ignores=[]), "TYPE_CHECKING")
+                visit(ast.Module(body=child.orelse, type_ignores=[]), where)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                visit(child, "function" if where == "top" else where)
+            else:
+                visit(child, where)
+
+    visit(tree, "top")
+    return found
+
+
+def import_circle(files: list[Path]) -> list[str] | None:
+    """A circle of imports among ``files`` (each edge as file:line, what, where), or None where there is none."""
+    graph: dict[str, set[str]] = {}
+    edges: dict[tuple[str, str], str] = {}
+    names = {module_name(path): path for path in files}
+    for me, path in names.items():
+        graph.setdefault(me, set())
+        for name, line, where in import_edges(path):
+            if name in names and name != me:
+                graph[me].add(name)
+                edges.setdefault((me, name), f"{path.relative_to(ROOT)}:{line} imports {name} ({where})")
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as found:
+        circle = found.args[1]  # [a, b, ..., a]: each imported by the one after it
+        return [edges[(later, earlier)] for earlier, later in zip(circle, circle[1:])]
+    return None
+
+
+def test_no_import_circle() -> None:
+    """A circle says its modules are one concept, or share one that belongs below them: a leaf module holds what
+    both need (``arms.runtime_common``, ``ledger.run.run_context``), and neither imports the other back."""
+    circle = import_circle(source_files())
+    assert circle is None, "modules import each other in a circle:\n" + "\n".join(circle or [])
+
+
+def test_the_checker_sees_a_circle_through_a_function_and_type_checking() -> None:
+    folder = ROOT / "ledger" / "protocol"
+    a, b = folder / "_planted_circle_a.py", folder / "_planted_circle_b.py"
+    a.write_text("def f():\n    from ledger.protocol import _planted_circle_b\n")
+    b.write_text(
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ledger.protocol._planted_circle_a import f\n"
+    )
+    try:
+        circle = import_circle([a, b])
+        assert circle is not None and len(circle) == 2, circle
+        assert any("(function)" in edge for edge in circle) and any("(TYPE_CHECKING)" in edge for edge in circle)
+        assert import_circle([a]) is None
+    finally:
+        a.unlink()
+        b.unlink()
 
 
 CHECK = """

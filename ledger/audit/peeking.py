@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.audit.preregistration import RegistrationRefused
+from ledger.audit.refusals import RegistrationRefused
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.protocol.protocol import Protocol
 from ledger.rows.contamination import contamination_key

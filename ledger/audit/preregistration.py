@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledger.audit.refusals import RegistrationRefused
 from ledger.canonical import sha256_file
 from ledger.protocol.check import CheckedProtocol, check_protocol_file
 from ledger.protocol.claims import ClaimFile, check_claims_against, claim_manifests, load_claims
@@ -25,10 +26,6 @@ from ledger.store import Store
 from ledger.store.lookups import RecordedDeviation, RegisteredProtocol
 
 TIMINGS = ("before_data", "after_data", "after_analysis")
-
-
-class RegistrationRefused(Exception):
-    """The ledger refuses: a protocol changed without a deviation, or was never registered."""
 
 
 @dataclass

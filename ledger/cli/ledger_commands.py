@@ -16,7 +16,8 @@ from ledger.cli.common import EXIT_OK, EXIT_REFUSED, CommandError, _store, err, 
 
 
 def cmd_register(args: argparse.Namespace) -> int:
-    from ledger.audit.preregistration import RegistrationRefused, register
+    from ledger.audit.preregistration import register
+    from ledger.audit.refusals import RegistrationRefused
     from ledger.protocol.check import check_protocol_file
     from ledger.rows.builder import build_manifests
 
@@ -77,7 +78,8 @@ def _preflight(checked, manifests) -> None:
 
 
 def cmd_deviate(args: argparse.Namespace) -> int:
-    from ledger.audit.preregistration import RegistrationRefused, deviate
+    from ledger.audit.preregistration import deviate
+    from ledger.audit.refusals import RegistrationRefused
     from ledger.protocol.check import check_protocol_file
     from ledger.rows.builder import build_manifests
 

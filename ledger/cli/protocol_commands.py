@@ -249,10 +249,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         os.environ["TQDM_DISABLE"] = "1"  # tqdm reads it once, when first imported, which is below
     try:
         from ledger.run.bases import BaseUnavailable, RunRefused
+        from ledger.run.run_pass import RunPass
         from ledger.run.runner import Runner
     except ImportError as exc:
         raise CommandError(f"`ledger run` needs the model extras: pip install -e '.[models]' ({exc})") from None
-    from ledger.audit.preregistration import RegistrationRefused
+    from ledger.audit.refusals import RegistrationRefused
     from ledger.cli.transparency_commands import SIGNING_KEY_ENV, load_signing_key
     from ledger.protocol.project import ledgers_to_consult
     from ledger.store import StoreError
@@ -286,14 +287,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             judge=not args.no_judge,
             also_db=ledgers_to_consult(args.protocol, args.also_db),  # with ledger-project.yaml's tuning ledgers
         )
-        runner.judge_only = args.judge_only
         if args.executor == "slurm":
             return _submit_to_slurm(runner, args)
+        this_pass = RunPass(judge_only=args.judge_only)
         if args.parallel is not None:
             _run_children(runner, args)
-            runner.resume = True  # every arm is recorded now: this pass judges the claims and reports
-            runner.judging_pass = True
-        result = runner.run()
+            # every arm is recorded now: this pass judges the claims and reports
+            this_pass = RunPass(resume=True, judging_pass=True, judge_only=args.judge_only)
+        result = runner.run(this_pass)
         if result is None:  # a data-parallel rank other than 0: rank 0 prints and records
             return EXIT_OK
     except BaseUnavailable as exc:
@@ -361,6 +362,7 @@ def _submit_to_slurm(runner, args: argparse.Namespace) -> int:
 
 def _run_children(runner, args: argparse.Namespace) -> None:
     from ledger.run.parallel import ParallelFailed, run_parallel
+    from ledger.run.run_pass import RunPass
 
     if args.parallel < 1:
         raise CommandError(f"--parallel wants a number of processes >= 1, got {args.parallel}")
@@ -380,12 +382,7 @@ def _run_children(runner, args: argparse.Namespace) -> None:
             os.environ["OMP_NUM_THREADS"] = str(threads)
         # the variables as the children's are set, so that their runs and this process's record one environment
         os.environ["MKL_NUM_THREADS"] = str(threads)
-        runner.arm_ids, runner.judge, runner.db = group, False, url
-        runner.device_choice = device or runner.device_choice
-        try:
-            runner.run()
-        finally:
-            runner.arm_ids, runner.judge = every_arm, True
+        runner.run(RunPass(arm_ids=tuple(group), judge=False, device=device))
 
     try:
         run_parallel(
@@ -509,7 +506,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ledger.audit.preregistration import RegistrationRefused, registration_of
+    from ledger.audit.preregistration import registration_of
+    from ledger.audit.refusals import RegistrationRefused
     from ledger.protocol.check import ProtocolError, check_protocol_file
     from ledger.run.status import arm_states
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from ledger.canonical import canonical_json, sha256_hex
 from ledger.checked_file import check_in_place
 from ledger.run.bases import RunRefused
+from ledger.run.run_context import RunContext
 
 if TYPE_CHECKING:
-    from ledger.run.runner import Runner
     from ledger.store.lookups import RecordedCheckpoint
 
 log = logging.getLogger("ledger.run")
@@ -28,7 +28,7 @@ log = logging.getLogger("ledger.run")
 class RunRecords:
     """The run's records: its runs, evidence, device record and checkpoint files."""
 
-    def __init__(self, run: Runner):
+    def __init__(self, run: RunContext):
         self.run = run
         self._environment_said: set[str] = set()  # each difference said once per process
 

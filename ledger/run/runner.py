@@ -39,6 +39,7 @@ from ledger.run.reading import read_rows
 from ledger.run.records import RunRecords
 from ledger.run.rehearsal import Rehearsal
 from ledger.run.results import ArmOutcome, RunResult
+from ledger.run.run_pass import RunPass
 from ledger.run.stage_gates import StageGates
 from ledger.run.stage_training import StageTraining
 
@@ -84,20 +85,15 @@ class Runner:
         unknown = [arm for arm in (arms or []) if arm not in known]
         if unknown:
             raise ValueError(f"unknown arm(s) {', '.join(unknown)} (protocol arms: {', '.join(known)})")
-        self.arm_ids = arms or known
         self.out_dir = Path(out) if out else Path("runs") / self.protocol.name
         self.db = db
-        self.resume = resume
         self.progress = progress
-        self.device_choice = device or self.protocol.device  # the CLI's --device wins over the protocol's
+        # what every pass does unless it says otherwise (``RunPass``); the CLI's --device wins over the protocol's
+        self.built = RunPass(tuple(arms or known), judge, resume, device=device or self.protocol.device)
+        self._begin(RunPass())
         self.compile_choice = compile_choice  # torch.compile of the looped block: auto (on a GPU), on, off
         self.compiled_arms: set[str] = set()  # the arms whose block runs compiled (their checkpoints say so)
         self.artifacts = str(artifacts) if artifacts else None  # a folder, or KIND://... (ledger.store.artifacts)
-        self.judge = judge  # False: the arms only; a later pass judges the claims and writes the report
-        # the judging pass after --parallel children: an arm a child hard-stopped is reported as stopped, not refused
-        self.judging_pass = False
-        # --judge-only (the judging job of --executor slurm): the arms that finished are judged, none is trained
-        self.judge_only = False
         # read once (``_read_inputs``), before anything is written
         self.manifests: dict[str, Manifest] = {}
         self.manifest_sha: dict[str, str] = {}
@@ -111,8 +107,8 @@ class Runner:
         # a tuning run's checkpoints are exploratory: nothing confirmatory may descend from them
         self.status_ok = "exploratory" if self.protocol.purpose == "exploratory" else "promoted"
         self.records = RunRecords(self)
-        self.gates = StageGates(self)
-        self.training = StageTraining(self)
+        self.gates = StageGates(self, self.records)
+        self.training = StageTraining(self, self.records, self.gates)
 
     # -- entry point
 
@@ -172,8 +168,19 @@ class Runner:
         finally:
             store.close()
 
-    def run(self) -> RunResult | None:
-        """The run's result (None on a data-parallel rank other than 0, which records nothing)."""
+    def _begin(self, this_pass: RunPass) -> None:
+        """This pass's choices, each as the runner was built where the pass leaves it open."""
+        built = self.built
+        self.arm_ids = list(this_pass.arm_ids or built.arm_ids or ())
+        self.judge = built.judge if this_pass.judge is None else this_pass.judge
+        self.resume = built.resume if this_pass.resume is None else this_pass.resume
+        self.judging_pass, self.judge_only = this_pass.judging_pass, this_pass.judge_only
+        self.device_choice: str = this_pass.device or built.device or self.protocol.device
+
+    def run(self, this_pass: RunPass | None = None) -> RunResult | None:
+        """The run's result (None on a data-parallel rank other than 0, which records nothing); ``this_pass``: what
+        this pass does (every arm, as the runner was built, where None)."""
+        self._begin(this_pass or RunPass())
         to_load = [arm_id for arm_id in self.arm_ids if self.protocol.arm(arm_id).base not in self.loaded]
         check_bases_available(self.protocol, self.protocol_dir, to_load)
         from arms.device import deterministic_settings, resolve_device

@@ -189,8 +189,8 @@ def record_failure(db: str, protocol_path: str | Path, arms: list[str], *, job: 
     marked (a requeued job that fails again adds another record; the arm's evidence is untouched)."""
     from ledger.audit.preregistration import registration_of
     from ledger.protocol.check import check_protocol_file
+    from ledger.run.arm_progress import evaluated, stopped_by_gate
     from ledger.run.environment import environment_record
-    from ledger.run.status import evaluated, stopped_by_gate
     from ledger.store import open_store
 
     protocol = check_protocol_file(protocol_path).protocol

@@ -6,19 +6,17 @@ A collaborator of ``Runner`` (``ledger/run/runner.py``, ``runner.gates``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ledger.protocol.gates import GATE_KINDS
-
-if TYPE_CHECKING:
-    from ledger.run.runner import Runner
+from ledger.run.records import RunRecords
+from ledger.run.run_context import RunContext
 
 
 class StageGates:
     """A stage's gates: read with the stage's model, judged, and recorded with the readings they rest on."""
 
-    def __init__(self, run: Runner):
+    def __init__(self, run: RunContext, records: RunRecords):
         self.run = run
+        self.records = records
 
     def read_and_judge(self, runtime, arm, stage) -> list[dict]:
         results = []
@@ -34,7 +32,7 @@ class StageGates:
         from ledger.judge.gates import GateInputs
 
         def base_correct() -> dict[str, bool]:
-            reference = self.run.records.base_reference(arm.base, gate.manifest)
+            reference = self.records.base_reference(arm.base, gate.manifest)
             # the base's readings by this protocol's runs only: another protocol's base on the same rows is not ours
             base_rows = self.run.store.readings(
                 self.run.manifest_sha[gate.manifest], protocol_sha256s=[self.run.sha], arm=reference, loop=1
@@ -49,7 +47,7 @@ class StageGates:
         done = set()
         for gate_id in stage.gates:
             gate = next(g for g in self.run.protocol.gates if g.id == gate_id)
-            if gate.manifest in done or self.run.records.has_evidence(run_id, gate.manifest, checkpoint):
+            if gate.manifest in done or self.records.has_evidence(run_id, gate.manifest, checkpoint):
                 continue
             readings = None
             for result in computed or []:
@@ -59,5 +57,5 @@ class StageGates:
                 readings = self.run.evaluate_rows(
                     runtime, arm, gate.manifest, list(self.run.manifests[gate.manifest].rows)
                 )
-            self.run.records.write_evidence(run_id, arm.id, gate.manifest, checkpoint, readings)
+            self.records.write_evidence(run_id, arm.id, gate.manifest, checkpoint, readings)
             done.add(gate.manifest)

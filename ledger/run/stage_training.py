@@ -12,10 +12,11 @@ its intermediate checkpoints byte for byte: they are found recorded, not recorde
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ledger.run.runner import Runner
+from ledger.run.records import RunRecords
+from ledger.run.run_context import RunContext
+from ledger.run.stage_gates import StageGates
 
 log = logging.getLogger("ledger.run")
 
@@ -40,8 +41,10 @@ def training_record(records: dict[int, dict], steps: range) -> dict[str, Any]:
 class StageTraining:
     """A stage trained: its checkpoints (every ``checkpoint_every`` steps too) and their training records."""
 
-    def __init__(self, run: Runner):
+    def __init__(self, run: RunContext, records: RunRecords, gates: StageGates):
         self.run = run
+        self.records = records
+        self.gates = gates
 
     def stage_inputs(self, arm, stage) -> tuple[Any, tuple]:
         """The rows a stage trains on (a list, or a ``Mixture`` of pools) and the seed parts of its draws
@@ -75,7 +78,7 @@ class StageTraining:
             "losses": losses[steps.start : steps.stop],  # per step (the mean over the ranks of a data-parallel run)
             "ranks": self.run.world.size,
             **record,
-            **self.run.records.device_info(arm.id),
+            **self.records.device_info(arm.id),
         }
         if record:
             meta["flops_total"] = self._flops_before(parent) + record["flops"]
@@ -140,7 +143,7 @@ class StageTraining:
             self.run.objects.temporary(f"{arm.id}-{stage.id}.safetensors"),
             {"protocol": self.run.sha, "arm": arm.id, "stage": stage.id, "parent": parent},
         )
-        gates = self.run.gates.read_and_judge(runtime, arm, stage)
+        gates = self.gates.read_and_judge(runtime, arm, stage)
         if diverged:
             gates.append(
                 {
@@ -164,7 +167,7 @@ class StageTraining:
             gate_results=[{k: v for k, v in g.items() if k != "readings"} for g in gates],
             meta=self._meta(arm, stage, runtime, losses, range(int(span["start"]), len(losses)), parent),
         )
-        self.run.gates.write_evidence(runtime, arm, stage, sha, run_id, computed=gates)
+        self.gates.write_evidence(runtime, arm, stage, sha, run_id, computed=gates)
         log.info(
             "arm %s stage %s: checkpoint %s (%s)", arm.id, stage.id, sha, "failed" if failed else self.run.status_ok
         )

@@ -23,7 +23,7 @@ from ledger.canonical import canonical_json
 from ledger.store.records import COLUMNS, value_from_db
 
 if TYPE_CHECKING:
-    from ledger.store.chain_walk import ChainReport
+    from ledger.store.chain_report import ChainReport
 
 
 def select_sql(conn: Connection, table_name: str, names: list[str], order_by: str | None, where: str = "") -> str:

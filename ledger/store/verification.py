@@ -17,8 +17,9 @@ from sqlalchemy.engine import Connection
 
 from ledger.store import merkle
 from ledger.store.base import Database
+from ledger.store.chain_report import ChainProblem, ChainReport
 from ledger.store.chain_rows import entries_written
-from ledger.store.chain_walk import ChainPart, ChainProblem, ChainReport, merge_reports, plan_parts, walk_part
+from ledger.store.chain_walk import ChainPart, merge_reports, plan_parts, walk_part
 from ledger.store.models import DOMAIN_TABLES
 
 __all__ = ["ChainCheck", "ChainProblem", "ChainReport", "ChainVerification", "ConsistencyReport"]

@@ -16,7 +16,8 @@ from test_runtime_mapping import protocol_with
 
 from arms.bases.builtin import tiny_random_base
 from arms.choice_reading import BaseView, read_choices
-from arms.runtime import _on, base_choice_readings, build_runtime
+from arms.runtime import base_choice_readings, build_runtime
+from arms.runtime_common import on_device
 from ledger.reader.shared import Reader
 from ledger.rows.tasks.alphabets import resolve_alphabet
 from ledger.rows.tasks.arithmetic import generate_arithmetic
@@ -44,7 +45,7 @@ def guardrail_rows():
 
 def test_base_and_untrained_arm_read_the_same_bits_under_left_padding_in_bf16() -> None:
     model, tokenizer, reader, runtime, rows = _setup()
-    encoded = _on(reader.encode(rows, return_tensors="pt"), torch.device("cpu"))
+    encoded = on_device(reader.encode(rows, return_tensors="pt"), torch.device("cpu"))
     assert (encoded["attention_mask"] == 0).any(), "the rows must be left-padded for the test to mean anything"
     assert next(runtime.model.parameters()).dtype == torch.bfloat16
     with torch.inference_mode():

@@ -29,19 +29,19 @@ import platform
 import random
 
 from ledger.rows.manifest import Row
+from ledger.rows.tasks.people import PEOPLE
 from ledger.rows.tasks.seeds import row_rng
 
 GENERATOR = "text"
 SUPPORTED_VERSIONS = (1, 2)
 PARTS = ("train", "dev", "heldout")
 SOURCES = ("generated", "word_problems", "python_docs")
-NAMES = ("Amy", "Ann", "Ben", "Bob", "Dan", "Emma", "Eve", "Jack", "Jane", "Jim", "Joe", "John")
 LETTERS = tuple("ABCDEFGHIJKLMNOPQRSTUVWX")
 
 
 def _sentence(rng: random.Random) -> str:
     """One sentence of the generated source (every word is in the tiny bases' vocabulary)."""
-    name, other = rng.sample(NAMES, 2)
+    name, other = rng.sample(PEOPLE, 2)
     a, b = rng.randint(0, 99), rng.randint(0, 99)
     pairs = rng.sample(LETTERS, 4)
     choice = rng.randrange(6)

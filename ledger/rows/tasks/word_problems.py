@@ -16,8 +16,8 @@ person's count after each sentence.
 from __future__ import annotations
 
 from ledger.rows.manifest import Row
+from ledger.rows.tasks.people import PEOPLE
 from ledger.rows.tasks.seeds import row_rng
-from ledger.rows.tasks.text import NAMES
 
 GENERATOR = "word_problems"
 SUPPORTED_VERSIONS = (1,)
@@ -54,7 +54,7 @@ def answer_symbol(value: int, answer_format: str) -> str:
 def _problem(rng, steps: int, answer_max: int) -> tuple[str, list[int], str]:
     """(prompt, the asked person's count after each step, whom it asks about); every count stays in range."""
     while True:
-        a, b = rng.sample(NAMES, 2)
+        a, b = rng.sample(PEOPLE, 2)
         counts = {a: rng.randint(0, answer_max), b: rng.randint(0, answer_max)}
         asked = rng.choice((a, b))
         sentences = [f"{a} has {counts[a]} points .", f"{b} has {counts[b]} points ."]
