@@ -69,6 +69,13 @@ def hf_config(model: Any, num_loops: int) -> modeling.LedgerRecurrentConfig:
     bridge = model.bridge
     if bridge is not None and not isinstance(bridge, (SplitBridgeModule, ConcatAdapter)):
         raise ValueError(f"--format hf: the model file has no computation for a {type(bridge).__name__} bridge")
+    from arms.model.families import Family
+
+    if type(model.family) is not Family:  # the model file runs the Llama-family forward around its layers only
+        raise ValueError(
+            f"--format hf: the model file has no computation for the {model.base.config.model_type} family's "
+            "seams (arms.model.families); export it with --format ledger"
+        )
     base = model.base.config.to_dict()
     config = modeling.LedgerRecurrentConfig(
         base=base,

@@ -30,6 +30,7 @@ from torch import nn
 
 from arms.hf.modeling_ledger_recurrent import last_token_positions, positions_from_mask
 from arms.model.bridges import ConcatAdapter, SplitBridgeModule
+from arms.model.families import family_of
 from arms.model.live_rows import AnswerRows, Context, LiveRows, cache_keyword, prompt_cacheable
 from arms.model.surgery import CutModel, make_surgery
 
@@ -85,6 +86,7 @@ class RecurrentLM(nn.Module):
         if s0 not in S0_KINDS:
             raise ValueError(f"s0 must be one of {S0_KINDS}, got {s0!r}")
         self.surgery = surgery  # a plain dataclass of references; not a submodule
+        self.family = family_of(surgery.model)  # what the base's forward does around its layers
         self.base = surgery.model  # registered, so .to()/.eval()/state_dict reach the base
         self.bridge = bridge
         self.s0 = s0
@@ -175,7 +177,7 @@ class RecurrentLM(nn.Module):
         masks = {"full_attention": masking_utils.create_causal_mask(**kwargs)}
         if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
             masks["sliding_attention"] = masking_utils.create_sliding_window_causal_mask(**kwargs)
-        position_embeddings = self.surgery.rotary_emb(embeds, position_ids)
+        position_embeddings = self.family.position_embeddings(self.surgery, embeds, position_ids)
         return Context(masks, position_ids, position_embeddings)
 
     def _run(self, idx: tuple[int, ...], hidden: torch.Tensor, ctx: Context, *, layers=None, cache=None):
@@ -197,9 +199,10 @@ class RecurrentLM(nn.Module):
         return hidden
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Final norm and lm_head. The base normalises the whole sequence before slicing; RMSNorm is per
-        position, so normalising only the answer positions gives the same bits."""
-        return self.surgery.lm_head(self.surgery.norm(hidden.unsqueeze(1))).squeeze(1)
+        """Final norm and lm_head, as the family's head does them (``arms.model.families``). The base normalises
+        the whole sequence before slicing; RMSNorm is per position, so normalising only the answer positions gives
+        the same bits."""
+        return self.family.head(self.surgery, hidden.unsqueeze(1)).squeeze(1)
 
     def _readout(self, state, ctx, rows, answer_positions, cache=None) -> torch.Tensor:
         hidden = self._run(self.surgery.coda_idx, state, ctx, cache=cache)
@@ -394,5 +397,5 @@ class RecurrentLM(nn.Module):
                 state = self._step(t, state, prelude_out, ctx, rows, answer)
                 if t in wanted:
                     hidden = self._run(self.surgery.coda_idx, state, ctx)
-                    out[t] = self.surgery.lm_head(self.surgery.norm(hidden))
+                    out[t] = self.family.head(self.surgery, hidden)
         return out

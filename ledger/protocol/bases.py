@@ -134,6 +134,28 @@ def actual_layers(spec: BaseModelSpec, protocol_dir: Path) -> int | None:
     return None
 
 
+def actual_family(spec: BaseModelSpec, protocol_dir: Path) -> str | None:
+    """The base's model family (``model_type``), read as ``actual_layers`` reads its shape: a built-in base is
+    Qwen2; a folder says it in its ``config.json``, a GGUF file in ``general.architecture``; None where the base
+    is not on this machine."""
+    from ledger.protocol.families import family_of_folder
+
+    source = base_location(spec, protocol_dir)
+    if source.startswith("builtin:"):
+        return "qwen2"
+    path = Path(source)
+    if path.is_dir() and spec.gguf_file:
+        path = path / spec.gguf_file
+    if path.is_dir():
+        return family_of_folder(path)
+    if path.is_file() and path.suffix == ".gguf":
+        try:
+            return gguf_header(path)[0]
+        except ImportError:
+            return None
+    return None
+
+
 def _config_layers(config: Path) -> int | None:
     if not config.is_file():
         return None

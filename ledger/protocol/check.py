@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.protocol.arms import ARM_KINDS, OBJECTIVES, RECURRENCES
-from ledger.protocol.bases import actual_layers
+from ledger.protocol.bases import actual_family, actual_layers
 from ledger.protocol.check_lineage import (
     at_step_problems,
     checkpoint_claim_problems,
@@ -25,6 +25,7 @@ from ledger.protocol.check_lineage import (
 )
 from ledger.protocol.claims import STATISTICS, ClaimFile, check_claims_against, load_claims, manifest_of
 from ledger.protocol.common import Problem
+from ledger.protocol.families import UnsupportedFamily, refuse_unsupported
 from ledger.protocol.gates import GATE_KINDS
 from ledger.protocol.loader import ProtocolError, ProtocolIssue, load_protocol, locate
 from ledger.protocol.manifests import GENERATORS
@@ -120,6 +121,14 @@ def _bases(protocol: Protocol, protocol_dir: Path, problems: list[Problem]) -> d
                 )
             )
         layers[name] = actual if actual is not None else spec.num_layers
+        cut_by = [arm.id for arm in protocol.arms if arm.base == name and getattr(arm, "surgery", None) is not None]
+        if cut_by:
+            try:
+                refuse_unsupported(actual_family(spec, protocol_dir), f"base {name} (cut by arm {cut_by[0]})")
+            except UnsupportedFamily as exc:
+                problems.append((("bases", name, "source"), str(exc)))
+            except (ValueError, OSError):
+                pass  # its shape could not be read either: said above
     return layers
 
 

@@ -21,13 +21,14 @@ from ledger.canonical import sha256_file
 from ledger.inputs import InputFileError, read_text
 from ledger.model_files import ModelFileError, check_model_folder
 from ledger.protocol.bases import cached_snapshot, gguf_header, is_hub_id, package_file
+from ledger.protocol.families import SUPPORTED_FAMILIES
 
 TEMPLATES = {
     "phaseA": "the split-bridge retrofit (Phase A): arms A, B and C, 7 claims",
     "designM": "design M's concat retrofit: arms M, M_flat and C, 3 claims",
 }
 # the decoder families the surgery cuts (``arms.model.surgery``): a Llama-style ``model.layers`` stack
-SUPPORTED = ("llama", "qwen2", "olmo2")
+SUPPORTED = tuple(SUPPORTED_FAMILIES)
 _DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32"}
 _FOLDER = Path(__file__).with_name("templates")
 
