@@ -513,6 +513,10 @@ class ArmSpec(StrictModel):
         """The fewest decoder layers its base must have (0: any base)."""
         return 0
 
+    def cuts_base(self) -> bool:
+        """Whether the arm cuts its base's layers (a surgery): its base must be of a family the surgery supports."""
+        return False
+
     def part_problems(self, layers: int | None) -> list[Problem]:
         """Its parts of other registries (bridge, budget, surgery): runnable, meant for each other, fitting a
         base of ``layers`` decoder layers (None: unknown). Paths are relative to the arm."""

@@ -121,7 +121,7 @@ def _bases(protocol: Protocol, protocol_dir: Path, problems: list[Problem]) -> d
                 )
             )
         layers[name] = actual if actual is not None else spec.num_layers
-        cut_by = [arm.id for arm in protocol.arms if arm.base == name and getattr(arm, "surgery", None) is not None]
+        cut_by = [arm.id for arm in protocol.arms if arm.base == name and arm.cuts_base()]
         if cut_by:
             try:
                 refuse_unsupported(actual_family(spec, protocol_dir), f"base {name} (cut by arm {cut_by[0]})")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from ledger.protocol.common import DepthRange, LateOptions, StrictModel, local_path
 from ledger.protocol.common import located as _located
 from ledger.protocol.names import KeyName
-from ledger.registry import Kind, Registry, check_union
+from ledger.registry import Kind, KindUnion, Registry
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,15 @@ GENERATORS: Registry[GeneratorKind] = Registry("task generator")
 ALPHABET_SIZES = {"N16": 16, "N24": 24, "names": 24}
 
 
-class _ManifestCommon(StrictModel):
+class ManifestCommon(StrictModel):
+    """What every row generator's manifest declares; a generator subclasses it with its ``generator`` literal and
+    its own fields (declared there, so that the schema keeps each generator's own field order)."""
+
+    if TYPE_CHECKING:
+        generator: str
+
+        def generator_params(self) -> dict[str, Any]: ...
+
     id: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     role: Literal["train", "dev", "eval", "guardrail"] = Field(
         description="train rows may never share a (table, start) pair with eval or dev rows."
@@ -64,7 +72,7 @@ class _ManifestCommon(StrictModel):
         return None
 
 
-class RuleChasingManifest(_ManifestCommon, LateOptions):
+class RuleChasingManifest(ManifestCommon, LateOptions):
     generator: Literal["rule_chasing"]
     surface: Literal["symbolic", "relay", "pointer"] = "symbolic"
     alphabet: Literal["N16", "N24", "names"] = "N16"
@@ -129,7 +137,7 @@ class RuleChasingManifest(_ManifestCommon, LateOptions):
         }
 
 
-class ArithmeticManifest(_ManifestCommon):
+class ArithmeticManifest(ManifestCommon):
     generator: Literal["arithmetic"]
     per_op: int = Field(
         default=16,
@@ -174,7 +182,7 @@ GENERATORS.add(
 )
 
 
-class ChoiceFileManifest(_ManifestCommon, LateOptions):
+class ChoiceFileManifest(ManifestCommon, LateOptions):
     """Multiple-choice rows from a local JSONL file in the ARC schema (``question``, ``choices`` {text, label},
     ``answerKey``; AI2's nesting under ``question.stem`` too), pinned by the file's SHA-256, or (a public
     benchmark, ``ids``) by its questions' ids and, at registration, its rows."""
@@ -257,7 +265,7 @@ GENERATORS.add(
 )
 
 
-class TextManifest(_ManifestCommon):
+class TextManifest(ManifestCommon):
     """Documents for next-token training and validation loss (design M); no answer to read."""
 
     generator: Literal["text"]
@@ -308,7 +316,7 @@ class TextManifest(_ManifestCommon):
         }
 
 
-class WordProblemManifest(_ManifestCommon):
+class WordProblemManifest(ManifestCommon):
     """Arithmetic word problems (the GSM8K-like task of design M), answered by one number."""
 
     generator: Literal["word_problems"]
@@ -374,7 +382,7 @@ GENERATORS.add(
 )
 
 
-class TokenCorpusManifest(_ManifestCommon):
+class TokenCorpusManifest(ManifestCommon):
     """A pre-tokenized, packed corpus of parquet shards (the seed's format: one sequence of ``sequence_length``
     token ids per record); its rows are the shards, pinned at registration by their SHA-256, and training reads
     their sequences (``ledger.rows.tasks.token_corpus``)."""
@@ -428,13 +436,6 @@ GENERATORS.add(
         training_pool="ledger.rows.tasks.token_corpus:training_sequences",
     )
 )
-ManifestSpec = Annotated[
-    RuleChasingManifest
-    | ArithmeticManifest
-    | ChoiceFileManifest
-    | TextManifest
-    | WordProblemManifest
-    | TokenCorpusManifest,
-    Field(discriminator="generator"),
-]
-check_union(GENERATORS, ManifestSpec)
+# Open: a generator registered by a plugin or a test (``GENERATORS.add``) is validated, serialised and published
+# in the JSON schema like the built-in ones (``KindUnion``; the protocol is rebuilt when one is added).
+ManifestSpec = Annotated[ManifestCommon, KindUnion(GENERATORS, "generator")]

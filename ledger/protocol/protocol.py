@@ -283,6 +283,7 @@ def _rebuild() -> None:
 
 ARM_KINDS.on_change(_rebuild)
 GATE_KINDS.on_change(_rebuild)
+GENERATORS.on_change(_rebuild)
 
 
 def _unique_ids(items: list, where: str, problems: list, at_prefix: list | None = None) -> dict[str, Any]:

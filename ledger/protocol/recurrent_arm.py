@@ -64,6 +64,9 @@ class RecurrentArm(ArmSpec, LateOptions):
     def layers_needed(self) -> int:
         return self.surgery.layers_needed()
 
+    def cuts_base(self) -> bool:
+        return True
+
     def part_problems(self, layers: int | None) -> list[Problem]:
         bridge, budget = BRIDGES[self.bridge.kind], BUDGETS[self.budget.kind]
         problems: list[Problem] = [
