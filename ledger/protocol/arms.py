@@ -19,7 +19,7 @@ from ledger.protocol.training import RECURRENCES as RECURRENCES  # re-exported: 
 from ledger.protocol.training import LrSchedule as LrSchedule
 from ledger.protocol.training import Optimizer as Optimizer
 from ledger.protocol.training import Recurrence as Recurrence
-from ledger.registry import Kind, KindUnion, Registry, check_union
+from ledger.registry import Kind, KindUnion, Registry
 
 # The linear projections of a Llama-family decoder layer that LoRA may target.
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -153,7 +153,25 @@ class Surgery(_LateOptions):
         return options
 
 
-class SplitBridge(_LateOptions):
+class BridgeSpec(_LateOptions):
+    """What every bridge kind's spec declares; a kind subclasses it with its ``kind`` literal and its own fields."""
+
+    if TYPE_CHECKING:
+        kind: str
+
+    def model_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``RecurrentLM.build`` this bridge sets."""
+        raise NotImplementedError
+
+    def departures(self) -> tuple[str, ...]:
+        """Where this bridge departs from its paper's design (empty: the paper's own)."""
+        return ()
+
+    def describe(self) -> str:
+        return str(getattr(self, "kind", "bridge"))
+
+
+class SplitBridge(BridgeSpec):
     kind: Literal["split"]
     state_norm: bool = Field(
         default=False,
@@ -186,7 +204,7 @@ class SplitBridge(_LateOptions):
         return text + (", state normalised (not the paper's)" if self.state_norm else "")
 
 
-class ConcatBridge(_LateOptions):
+class ConcatBridge(BridgeSpec):
     kind: Literal["concat"]
     init: Literal["identity", "default"] = Field(
         default="identity",
@@ -242,8 +260,7 @@ BRIDGES.add(
         groups=("bridge",),
     )
 )
-Bridge = Annotated[SplitBridge | ConcatBridge, Field(discriminator="kind")]
-check_union(BRIDGES, Bridge)
+Bridge = Annotated[BridgeSpec, KindUnion(BRIDGES)]  # open: a bridge a plugin registers joins (``BRIDGES.add``)
 
 
 def design_departures(arm: Mapping[str, Any]) -> tuple[str, ...]:
@@ -263,11 +280,18 @@ def claim_departures(subjects: Iterable[str], arms: Mapping[str, Mapping[str, An
     return tuple(dict.fromkeys(d for arm in subjects for d in design_departures(arms.get(arm, {}))))
 
 
-class FullBlockBudget(StrictModel):
+class BudgetSpec(StrictModel):
+    """What every budget kind's spec declares; a kind subclasses it with its ``kind`` literal and its own fields."""
+
+    if TYPE_CHECKING:
+        kind: str
+
+
+class FullBlockBudget(BudgetSpec):
     kind: Literal["full_block"]
 
 
-class AdapterBudget(StrictModel):
+class AdapterBudget(BudgetSpec):
     kind: Literal["adapter"]
     rank: int = Field(ge=1)
     alpha: float = Field(gt=0)
@@ -302,7 +326,7 @@ BUDGETS.add(
 )
 
 
-class FullModelBudget(StrictModel):
+class FullModelBudget(BudgetSpec):
     kind: Literal["full_model"]
 
 
@@ -317,8 +341,7 @@ BUDGETS.add(
         counter="arms.model.accounting:count_full_model",
     )
 )
-Budget = Annotated[FullBlockBudget | AdapterBudget | FullModelBudget, Field(discriminator="kind")]
-check_union(BUDGETS, Budget)
+Budget = Annotated[BudgetSpec, KindUnion(BUDGETS)]  # open: a budget a plugin registers joins (``BUDGETS.add``)
 
 
 for _objective in (

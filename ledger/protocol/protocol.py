@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer, model_validator
 from pydantic_core import PydanticCustomError
@@ -27,7 +27,7 @@ from ledger.protocol import recurrent_arm  # noqa: F401
 from ledger.protocol import dense_arm  # noqa: F401
 
 # isort: split
-from ledger.protocol.arms import ARM_KINDS, Arm, ArmSpec
+from ledger.protocol.arms import ARM_KINDS, BRIDGES, BUDGETS, Arm, ArmSpec
 from ledger.protocol.bases import BaseModelSpec
 from ledger.protocol.common import SCHEMA_VERSION, StrictModel, located
 from ledger.protocol.gates import GATE_KINDS, Gate
@@ -276,14 +276,23 @@ class Protocol(StrictModel):
         return sha256_hex(self.canonical())
 
 
-# A kind registered later (a plugin, a test) joins the union of a protocol's arms or gates.
+# A kind registered later (a plugin, a test) joins the union of a protocol's arms, gates or manifests.
 def _rebuild() -> None:
     Protocol.model_rebuild(force=True)
+
+
+def _rebuild_arms() -> None:
+    """A bridge or budget joins the arms that hold one: each arm kind's spec, then the protocol, rebuilt."""
+    for spec in ARM_KINDS.specs():  # each a pydantic model
+        cast(Any, spec).model_rebuild(force=True)
+    _rebuild()
 
 
 ARM_KINDS.on_change(_rebuild)
 GATE_KINDS.on_change(_rebuild)
 GENERATORS.on_change(_rebuild)
+BRIDGES.on_change(_rebuild_arms)
+BUDGETS.on_change(_rebuild_arms)
 
 
 def _unique_ids(items: list, where: str, problems: list, at_prefix: list | None = None) -> dict[str, Any]:

@@ -1,0 +1,73 @@
+"""A bridge or a budget defined here joins the arms' specs as the built-in ones do: the loader validates it (its
+own fields, its own errors) inside a recurrent arm and the schema publishes it; removed again, it is refused by
+name. (How it computes is the arms side's: ``BridgeKind``'s implementation, imported on first use.)"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pytest
+import yaml
+from pydantic import Field, ValidationError
+
+from ledger.protocol.arms import BRIDGES, BUDGETS, BridgeKind, BridgeSpec, BudgetKind, BudgetSpec
+from ledger.protocol.protocol import Protocol, protocol_json_schema
+from tests.run_helpers import SMOKE
+
+
+class GatedBridge(BridgeSpec):
+    """The state re-enters through a learnt gate on the residual."""
+
+    kind: Literal["gated"]
+    gate_init: float = Field(default=0.0, ge=-10, le=10)
+
+    def model_options(self) -> dict[str, Any]:
+        return {"bridge": self.kind, "gate_init": self.gate_init}
+
+    def departures(self) -> tuple[str, ...]:
+        return ("gated re-entry",)
+
+
+class BiasOnlyBudget(BudgetSpec):
+    kind: Literal["bias_only"]
+
+
+BRIDGE = BridgeKind("gated", GatedBridge, f"{__name__}:GatedModule", "a gated residual re-entry")
+BUDGET = BudgetKind("bias_only", BiasOnlyBudget, f"{__name__}:apply", "the biases alone", bridges=("gated",))
+
+
+@pytest.fixture
+def kinds():
+    BRIDGES.add(BRIDGE)
+    BUDGETS.add(BUDGET)
+    yield
+    BUDGETS.remove("bias_only")
+    BRIDGES.remove("gated")
+
+
+def _protocol(bridge: dict, budget: dict) -> dict:
+    data = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+    arm = next(arm for arm in data["arms"] if arm.get("kind") == "recurrent")
+    arm["bridge"], arm["budget"] = bridge, budget
+    return data
+
+
+def test_a_bridge_and_a_budget_defined_here_are_loaded_and_published(kinds):
+    protocol = Protocol.model_validate(_protocol({"kind": "gated", "gate_init": 1.5}, {"kind": "bias_only"}))
+    arm = next(arm for arm in protocol.arms if arm.kind == "recurrent")
+    assert isinstance(arm.bridge, GatedBridge) and isinstance(arm.budget, BiasOnlyBudget)
+    assert arm.bridge.model_options() == {"bridge": "gated", "gate_init": 1.5}
+    assert {"GatedBridge", "BiasOnlyBudget"} <= set(protocol_json_schema()["$defs"])
+    with pytest.raises(ValidationError, match="gate_init"):  # its own fields, validated
+        Protocol.model_validate(_protocol({"kind": "gated", "gate_init": 99}, {"kind": "bias_only"}))
+
+
+def test_without_them_they_are_refused(kinds):
+    BUDGETS.remove("bias_only")
+    BRIDGES.remove("gated")
+    try:
+        with pytest.raises(ValidationError, match="gated"):
+            Protocol.model_validate(_protocol({"kind": "gated"}, {"kind": "full_block"}))
+    finally:
+        BRIDGES.add(BRIDGE)
+        BUDGETS.add(BUDGET)
