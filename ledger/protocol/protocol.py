@@ -27,12 +27,13 @@ from ledger.protocol import recurrent_arm  # noqa: F401
 from ledger.protocol import dense_arm  # noqa: F401
 
 # isort: split
-from ledger.protocol.arms import ARM_KINDS, BRIDGES, BUDGETS, Arm, ArmSpec
+from ledger.protocol.arms import ARM_KINDS, BRIDGES, BUDGETS, Arm, ArmSpec, Stage
 from ledger.protocol.bases import BaseModelSpec
 from ledger.protocol.common import SCHEMA_VERSION, StrictModel, located
 from ledger.protocol.gates import GATE_KINDS, Gate
 from ledger.protocol.manifests import GENERATORS, ManifestSpec
 from ledger.protocol.names import KeyName, KeyNameMap
+from ledger.protocol.training import RECURRENCES
 
 
 class Hypothesis(StrictModel):
@@ -288,11 +289,18 @@ def _rebuild_arms() -> None:
     _rebuild()
 
 
+def _rebuild_stages() -> None:
+    """A recurrence schedule joins the stages that hold one, then the arms and the protocol."""
+    Stage.model_rebuild(force=True)
+    _rebuild_arms()
+
+
 ARM_KINDS.on_change(_rebuild)
 GATE_KINDS.on_change(_rebuild)
 GENERATORS.on_change(_rebuild)
 BRIDGES.on_change(_rebuild_arms)
 BUDGETS.on_change(_rebuild_arms)
+RECURRENCES.on_change(_rebuild_stages)
 
 
 def _unique_ids(items: list, where: str, problems: list, at_prefix: list | None = None) -> dict[str, Any]:

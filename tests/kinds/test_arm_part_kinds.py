@@ -1,4 +1,4 @@
-"""A bridge or a budget defined here joins the arms' specs as the built-in ones do: the loader validates it (its
+"""A bridge, a budget or a recurrence schedule defined here joins the arms' specs as the built-in ones do: the loader validates it (its
 own fields, its own errors) inside a recurrent arm and the schema publishes it; removed again, it is refused by
 name. (How it computes is the arms side's: ``BridgeKind``'s implementation, imported on first use.)"""
 
@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError
 
 from ledger.protocol.arms import BRIDGES, BUDGETS, BridgeKind, BridgeSpec, BudgetKind, BudgetSpec
 from ledger.protocol.protocol import Protocol, protocol_json_schema
+from ledger.protocol.training import RECURRENCES, RecurrenceKind, RecurrenceSpec
 from tests.run_helpers import SMOKE
 
 
@@ -32,6 +33,14 @@ class BiasOnlyBudget(BudgetSpec):
     kind: Literal["bias_only"]
 
 
+class FixedRecurrence(RecurrenceSpec):
+    """Every step at the same number of loops."""
+
+    kind: Literal["fixed"]
+    loops: int = Field(ge=1, le=64)
+
+
+RECURRENCE = RecurrenceKind("fixed", FixedRecurrence, f"{__name__}:FixedSchedule", "the same loops every step")
 BRIDGE = BridgeKind("gated", GatedBridge, f"{__name__}:GatedModule", "a gated residual re-entry")
 BUDGET = BudgetKind("bias_only", BiasOnlyBudget, f"{__name__}:apply", "the biases alone", bridges=("gated",))
 
@@ -40,15 +49,19 @@ BUDGET = BudgetKind("bias_only", BiasOnlyBudget, f"{__name__}:apply", "the biase
 def kinds():
     BRIDGES.add(BRIDGE)
     BUDGETS.add(BUDGET)
+    RECURRENCES.add(RECURRENCE)
     yield
+    RECURRENCES.remove("fixed")
     BUDGETS.remove("bias_only")
     BRIDGES.remove("gated")
 
 
-def _protocol(bridge: dict, budget: dict) -> dict:
+def _protocol(bridge: dict, budget: dict, recurrence: dict | None = None) -> dict:
     data = yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
     arm = next(arm for arm in data["arms"] if arm.get("kind") == "recurrent")
     arm["bridge"], arm["budget"] = bridge, budget
+    if recurrence is not None:
+        arm["stages"][0]["recurrence"] = recurrence
     return data
 
 
@@ -60,14 +73,24 @@ def test_a_bridge_and_a_budget_defined_here_are_loaded_and_published(kinds):
     assert {"GatedBridge", "BiasOnlyBudget"} <= set(protocol_json_schema()["$defs"])
     with pytest.raises(ValidationError, match="gate_init"):  # its own fields, validated
         Protocol.model_validate(_protocol({"kind": "gated", "gate_init": 99}, {"kind": "bias_only"}))
+    scheduled = Protocol.model_validate(
+        _protocol({"kind": "split"}, {"kind": "full_block"}, {"kind": "fixed", "loops": 3})
+    )
+    stage = next(arm for arm in scheduled.arms if arm.kind == "recurrent").stages[0]
+    assert isinstance(stage.recurrence, FixedRecurrence) and stage.recurrence.loops == 3
+    assert "FixedRecurrence" in protocol_json_schema()["$defs"]
 
 
 def test_without_them_they_are_refused(kinds):
+    RECURRENCES.remove("fixed")
     BUDGETS.remove("bias_only")
     BRIDGES.remove("gated")
     try:
         with pytest.raises(ValidationError, match="gated"):
             Protocol.model_validate(_protocol({"kind": "gated"}, {"kind": "full_block"}))
+        with pytest.raises(ValidationError, match="fixed"):
+            Protocol.model_validate(_protocol({"kind": "split"}, {"kind": "full_block"}, {"kind": "fixed", "loops": 3}))
     finally:
         BRIDGES.add(BRIDGE)
         BUDGETS.add(BUDGET)
+        RECURRENCES.add(RECURRENCE)
