@@ -8,12 +8,14 @@ prelude output before *every* pass through the block, loop 1 included.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import nn
 
 from arms.hf.modeling_ledger_recurrent import ConcatAdapter as ConcatComputation
 from arms.hf.modeling_ledger_recurrent import SplitBridge
+from arms.model.accounting import unique_parameters
 
 
 class SplitBridgeModule(SplitBridge):
@@ -40,6 +42,16 @@ class SplitBridgeModule(SplitBridge):
     def __init__(self, hidden: int, eps: float = 1e-5, state_norm: bool = False):
         super().__init__(hidden, eps=eps, state_norm=state_norm)
         self.reset_parameters()
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """Its tensors in the optimiser groups its kind declares (``BridgeKind.groups``): P_p, P_h (+bias) and
+        the rest (norm, g) apart."""
+        return {
+            "bridge_p": [cast(nn.Parameter, self.P_p.weight)],
+            "bridge_h": [cast(nn.Parameter, self.P_h.weight), self.P_h.bias],
+            "bridge_rest": [self.norm.weight, self.norm.bias, self.g]
+            + ([self.state_norm.weight, self.state_norm.bias] if self.state_norm is not None else []),
+        }
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -77,3 +89,7 @@ class ConcatAdapter(ConcatComputation):
             with torch.no_grad():
                 self.proj.weight.zero_()
                 self.proj.weight[:, hidden:].copy_(torch.eye(hidden))
+
+    def param_groups(self) -> dict[str, list[nn.Parameter]]:
+        """Its tensors in the one optimiser group its kind declares: W, and its block norms if any."""
+        return {"bridge": list(unique_parameters(self))}

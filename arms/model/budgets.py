@@ -46,7 +46,6 @@ import torch
 from torch import nn
 
 from arms.model.accounting import LORA_TARGETS, lora_target_modules, trainable_counts, unique_parameters
-from arms.model.bridges import SplitBridgeModule
 from arms.model.recurrent import RecurrentLM
 
 if TYPE_CHECKING:
@@ -98,17 +97,10 @@ def state_dict_sha256(module: nn.Module) -> str:
 
 
 def bridge_param_groups(bridge: nn.Module | None) -> dict[str, list[nn.Parameter]]:
-    """The bridge's tensors as named groups: P_p, P_h (+bias) and the rest (norm, g) apart."""
+    """The bridge's tensors as the optimiser groups its kind declares (each bridge module says them)."""
     if bridge is None:
         return {}
-    if isinstance(bridge, SplitBridgeModule):
-        return {
-            "bridge_p": [cast(nn.Parameter, bridge.P_p.weight)],
-            "bridge_h": [cast(nn.Parameter, bridge.P_h.weight), bridge.P_h.bias],
-            "bridge_rest": [bridge.norm.weight, bridge.norm.bias, bridge.g]
-            + ([bridge.state_norm.weight, bridge.state_norm.bias] if bridge.state_norm is not None else []),
-        }
-    return {"bridge": list(unique_parameters(bridge))}  # a concat adapter: W, and its block norms if any
+    return cast(Any, bridge).param_groups()
 
 
 def _check_groups_cover(module: nn.Module, groups: dict[str, list[nn.Parameter]]) -> None:
