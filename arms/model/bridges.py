@@ -39,6 +39,8 @@ class SplitBridgeModule(SplitBridge):
     moving.) It adds 2 x hidden parameters; it is not the identity at init (u = LN_h(h)).
     """
 
+    kind = "split"  # its kind in ``ledger.protocol.arms.BRIDGES``, which says its design
+
     def __init__(self, hidden: int, eps: float = 1e-5, state_norm: bool = False):
         super().__init__(hidden, eps=eps, state_norm=state_norm)
         self.reset_parameters()
@@ -78,6 +80,8 @@ class ConcatAdapter(ConcatComputation):
     block's output (the state the next iteration and the coda read; ``RecurrentLM`` applies it).
     Both start at weight 1; they make the loop-1 route differ from the base even at identity init.
     """
+
+    kind = "concat"  # its kind in ``ledger.protocol.arms.BRIDGES``, which says its design
 
     def __init__(self, hidden: int, init: str = "identity", norm: Callable[[int], nn.Module] | None = None):
         if init not in ("identity", "default"):

@@ -29,10 +29,11 @@ import torch
 from torch import nn
 
 from arms.hf.modeling_ledger_recurrent import last_token_positions, positions_from_mask
-from arms.model.bridges import ConcatAdapter, SplitBridgeModule
+from arms.model.bridges import ConcatAdapter
 from arms.model.families import family_of
 from arms.model.live_rows import AnswerRows, Context, LiveRows, cache_keyword, prompt_cacheable
 from arms.model.surgery import CutModel, make_surgery
+from ledger.protocol.arms import BRIDGES
 
 S0_KINDS = ("random", "zeros", "prelude")
 # design S: which positions carry the state into the next loop. "all" is the paper's;
@@ -79,10 +80,11 @@ class RecurrentLM(nn.Module):
         super().__init__()
         if reentry not in REENTRY_KINDS:
             raise ValueError(f"reentry must be one of {REENTRY_KINDS}, got {reentry!r}")
-        if reentry != "all" and not isinstance(bridge, SplitBridgeModule):
+        kind = getattr(bridge, "kind", None)  # a bridge module names its kind (``arms.model.bridges``)
+        if bridge is not None and kind not in BRIDGES:
+            raise TypeError(f"bridge must be a module of a kind in BRIDGES ({', '.join(BRIDGES.names())}) or None")
+        if reentry != "all" and (bridge is None or BRIDGES[str(kind)].design != "S"):
             raise ValueError("reentry='answer' is an option of the split bridge")
-        if bridge is not None and not isinstance(bridge, (SplitBridgeModule, ConcatAdapter)):
-            raise TypeError(f"bridge must be a SplitBridge, a ConcatAdapter or None, got {type(bridge)}")
         if s0 not in S0_KINDS:
             raise ValueError(f"s0 must be one of {S0_KINDS}, got {s0!r}")
         self.surgery = surgery  # a plain dataclass of references; not a submodule
@@ -111,8 +113,6 @@ class RecurrentLM(nn.Module):
     ) -> RecurrentLM:
         """Cut `model` and attach a fresh bridge (a kind of ``ledger.protocol.arms.BRIDGES``, or None) on its
         device/dtype. `adapter_init` is the concat adapter's init; `state_norm` the split bridge's."""
-        from ledger.protocol.arms import BRIDGES
-
         surgery = make_surgery(model, split=split, tuple_=tuple_, layers=layers)
         hidden = cast(Any, model.config).hidden_size
         if state_norm and bridge != "split":
@@ -151,7 +151,8 @@ class RecurrentLM(nn.Module):
 
     @property
     def design(self) -> str:
-        return "M" if isinstance(self.bridge, ConcatAdapter) else "S"
+        """The bridge's design as its kind declares it (``BridgeKind.design``); no bridge: design S."""
+        return "S" if self.bridge is None else BRIDGES[cast(Any, self.bridge).kind].design
 
     # -- the pieces, each a call into the base's own modules -------------------
 
