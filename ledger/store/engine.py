@@ -230,6 +230,24 @@ def _install_psycopg_events(engine: Engine) -> None:
         dbapi_connection.adapters.register_loader("numeric", FloatLoader)
 
 
+def _switch_to_wal(cursor) -> None:
+    """``PRAGMA journal_mode = WAL``, waited for as the busy timeout waits for any lock. SQLite may answer a journal
+    mode change "database is locked" at once, without its busy handler, while another process is creating the same
+    new file or switching it to WAL (several first opens at once): the change is tried again until the timeout."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
 def _install_sqlite_events(engine: Engine, *, read_only: bool = False) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, connection_record):  # pragma: no cover - exercised via tests
@@ -242,7 +260,7 @@ def _install_sqlite_events(engine: Engine, *, read_only: bool = False) -> None:
             if read_only:  # switching to WAL would rewrite the file's header
                 cursor.execute("PRAGMA query_only = ON")
             else:
-                cursor.execute("PRAGMA journal_mode = WAL")
+                _switch_to_wal(cursor)
         finally:
             cursor.close()
 
