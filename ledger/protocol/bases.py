@@ -115,55 +115,68 @@ def parse_builtin(source: str) -> dict[str, int]:
     return settings
 
 
+def _base_file(spec: BaseModelSpec, protocol_dir: Path) -> tuple[str, Path | str] | None:
+    """Where the base's own description is, without loading it: ("builtin", its source), ("folder", the
+    folder holding ``config.json``) or ("gguf", the file); None where the base is not on this machine (a hub id
+    resolves to its snapshot folder in the local Hugging Face cache)."""
+    source = base_location(spec, protocol_dir)
+    if source.startswith("builtin:"):
+        return "builtin", source
+    path = Path(source)
+    if path.is_dir() and spec.gguf_file:
+        path = path / spec.gguf_file
+    if path.is_dir():
+        return "folder", path
+    if path.is_file() and path.suffix == ".gguf":
+        return "gguf", path
+    return None
+
+
 def actual_layers(spec: BaseModelSpec, protocol_dir: Path) -> int | None:
     """The decoder layer count of the base itself, read without loading it; None if it is not on this machine.
 
     A built-in base says it in its source; a local folder in its ``config.json``; a GGUF file in its metadata
     (``<arch>.block_count``); a hub id in its snapshot folder of the local Hugging Face cache.
     """
-    source = base_location(spec, protocol_dir)
-    if source.startswith("builtin:"):
-        return parse_builtin(source)["layers"]
-    path = Path(source)
-    if path.is_dir() and spec.gguf_file:
-        path = path / spec.gguf_file
-    if path.is_dir():
-        return _config_layers(path / "config.json")
-    if path.is_file() and path.suffix == ".gguf":
-        return _gguf_layers(path)
-    return None
+    found = _base_file(spec, protocol_dir)
+    if found is None:
+        return None
+    kind, where = found
+    if kind == "builtin":
+        return parse_builtin(str(where))["layers"]
+    if kind == "folder":
+        layers = _config_value(Path(where) / "config.json", "num_hidden_layers")
+        if layers is not None and type(layers) is not int:
+            raise ValueError(f"{Path(where) / 'config.json'}: num_hidden_layers is {layers!r}, not an integer")
+        return layers
+    return _gguf_layers(Path(where))
 
 
 def actual_family(spec: BaseModelSpec, protocol_dir: Path) -> str | None:
     """The base's model family (``model_type``), read as ``actual_layers`` reads its shape: a built-in base is
     Qwen2; a folder says it in its ``config.json``, a GGUF file in ``general.architecture``; None where the base
     is not on this machine."""
-    from ledger.protocol.families import family_of_folder
-
-    source = base_location(spec, protocol_dir)
-    if source.startswith("builtin:"):
+    found = _base_file(spec, protocol_dir)
+    if found is None:
+        return None
+    kind, where = found
+    if kind == "builtin":
         return "qwen2"
-    path = Path(source)
-    if path.is_dir() and spec.gguf_file:
-        path = path / spec.gguf_file
-    if path.is_dir():
-        return family_of_folder(path)
-    if path.is_file() and path.suffix == ".gguf":
-        try:
-            return gguf_header(path)[0]
-        except ImportError:
-            return None
-    return None
+    if kind == "folder":
+        model_type = _config_value(Path(where) / "config.json", "model_type")
+        return str(model_type) if model_type else None
+    try:
+        return gguf_header(Path(where))[0]
+    except ImportError:
+        return None
 
 
-def _config_layers(config: Path) -> int | None:
+def _config_value(config: Path, key: str) -> object:
+    """One field of a model's ``config.json``; None where the file or the field is not there."""
     if not config.is_file():
         return None
     document = parse_json(read_text(config, "model config"), str(config))  # InputFileError is a ValueError
-    layers = document.get("num_hidden_layers") if isinstance(document, dict) else None
-    if layers is not None and type(layers) is not int:
-        raise ValueError(f"{config}: num_hidden_layers is {layers!r}, not an integer")
-    return layers
+    return document.get(key) if isinstance(document, dict) else None
 
 
 def _gguf_layers(path: Path) -> int | None:

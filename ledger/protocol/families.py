@@ -1,12 +1,8 @@
-"""The model families the surgery supports, and a base's family read from its files without loading it (no
-torch): ``ledger check`` and ``ledger init`` refuse any other in one line. ``arms.model.families`` holds each
+"""The model families the surgery supports (no torch): ``ledger check`` (reading a base's family with
+``ledger.protocol.bases.actual_family``) and ``ledger init`` refuse any other in one line. ``arms.model.families`` holds each
 family's seams (what the base's own forward does around its layers) and is held to this list."""
 
 from __future__ import annotations
-
-from pathlib import Path
-
-from ledger.inputs import parse_json, read_text
 
 # model_type (config.json) -> what the family is, in words
 SUPPORTED_FAMILIES: dict[str, str] = {
@@ -19,16 +15,6 @@ SUPPORTED_FAMILIES: dict[str, str] = {
 
 class UnsupportedFamily(ValueError):
     """A base of a model family the surgery does not support: one line for the user."""
-
-
-def family_of_folder(folder: Path) -> str | None:
-    """A model folder's ``model_type`` from its ``config.json``; None where it has none."""
-    config = folder / "config.json"
-    if not config.is_file():
-        return None
-    document = parse_json(read_text(config, "model config"), str(config))
-    model_type = document.get("model_type") if isinstance(document, dict) else None
-    return str(model_type) if model_type else None
 
 
 def refuse_unsupported(model_type: str | None, where: str) -> None:
