@@ -33,7 +33,12 @@ STAGES: tuple[tuple[str, int], ...] = (
     ("ledger.rows", 20),
     ("ledger.reader", 30),
     ("arms.bases", 31),
-    ("arms.hf.modeling_ledger_recurrent", 31),  # the exported model file: torch and transformers only
+    # the files an export ships (the model, the loop's pieces, the bridges): torch and transformers only
+    ("arms.hf.modeling_ledger_recurrent", 31),
+    ("arms.hf.ledger_loop", 31),
+    ("arms.hf.bridge_split", 31),
+    ("arms.hf.bridge_concat", 31),
+    ("arms.hf.ledger_bridge", 31),  # written into each export beside the model file, naming its bridge
     ("arms.model", 32),
     ("arms.train", 33),
     ("arms.dense", 33),

@@ -5,6 +5,8 @@ A recurrent arm becomes::
     config.json                    model_type ledger_recurrent: the base's config, the cut, the bridge, num_loops
     model.safetensors              the base's tensors, the bridge's, and the adapter arm's merged loop block
     modeling_ledger_recurrent.py   the model (torch and transformers only), found through config.json's auto_map
+    ledger_loop.py                 the loop's pieces the run computes with too (context, layers, step, families)
+    ledger_bridge.py, bridge_*.py  the bridge's own file as the run imports it, and the name of its class
     tokenizer files, generation_config.json
     ledger-provenance.json         the checkpoint, its arm and stage, the registered protocol, the reader's symbols
     README.md                      how to load it, run it at T loops, and evaluate it with lm-eval
@@ -20,6 +22,7 @@ without it at loop 1 and with it from loop 2, which PEFT's adapter layout cannot
 
 from __future__ import annotations
 
+import inspect
 import json
 import shutil
 from pathlib import Path
@@ -27,9 +30,12 @@ from typing import Any, cast
 
 import torch
 
+import arms.hf.ledger_loop as ledger_loop
 from arms.hf import modeling_ledger_recurrent as modeling
 
 MODELING_FILE = Path(modeling.__file__)
+LOOP_FILE = Path(ledger_loop.__file__)
+BRIDGE_NAME = "ledger_bridge.py"  # names the bridge's class for the model file (``shipped_bridge``)
 PROVENANCE = "ledger-provenance.json"
 
 _CARD = """# {arm} of `{protocol}`, retrofitted with depth recurrence
@@ -55,37 +61,26 @@ lm-eval's own model: `lm_eval --model hf --model_args pretrained={folder},trust_
 
 _DESIGNS = {
     "S": "Design S: prelude layers {prelude}, the block {block} looped, coda layers {coda}; loop 1 is the base's "
-    "route, and each later loop re-enters the block through the split bridge ({reentry} positions re-enter).",
+    "route, and each later loop re-enters the block through the `{bridge}` bridge ({reentry} positions re-enter).",
     "M": "Design M: prelude layers {prelude}, the block {block} looped, coda layers {coda}; every loop enters the "
-    "block through the concat adapter from an initial state ({initial}).",
+    "block through the `{bridge}` bridge from an initial state ({initial}).",
 }
 
 
 def hf_config(model: Any, num_loops: int) -> modeling.LedgerRecurrentConfig:
     """The config of a ``RecurrentLM`` (or its adapter subclass): its base's config, cut, bridge and loop options."""
-    from arms.model.bridges import ConcatAdapter, SplitBridgeModule
     from arms.model.budgets import AdapterRecurrentLM
 
     bridge = model.bridge
-    if bridge is not None and not isinstance(bridge, (SplitBridgeModule, ConcatAdapter)):
-        raise ValueError(f"--format hf: the model file has no computation for a {type(bridge).__name__} bridge")
-    from arms.model.families import Family
-
-    if type(model.family) is not Family:  # the model file runs the Llama-family forward around its layers only
-        raise ValueError(
-            f"--format hf: the model file has no computation for the {model.base.config.model_type} family's "
-            "seams (arms.model.families); export it with --format ledger"
-        )
     base = model.base.config.to_dict()
     config = modeling.LedgerRecurrentConfig(
         base=base,
         prelude_layers=list(model.surgery.prelude_idx),
         block_layers=list(model.surgery.block_idx),
         coda_layers=list(model.surgery.coda_idx),
-        bridge="split" if isinstance(bridge, SplitBridgeModule) else "concat" if bridge is not None else None,
-        state_norm=isinstance(bridge, SplitBridgeModule) and bridge.state_norm is not None,
+        bridge=None if bridge is None else bridge.kind,
+        bridge_options={} if bridge is None else bridge.export_options(),
         reentry=model.reentry,
-        block_norms=isinstance(bridge, ConcatAdapter) and bridge.entry_norm is not None,
         initial_state=model.s0,
         initial_state_sigma=model.s0_sigma,
         initial_state_seed=model.s0_seed,
@@ -113,7 +108,7 @@ def hf_model(model: Any, num_loops: int) -> modeling.LedgerRecurrentForCausalLM:
         loop_block = {f"loop_block.{key}": value for key, value in merged_block_copy(model).state_dict().items()}
         model = unload_adapter(model)
     tensors = {key: value for key, value in model.state_dict().items() if key.startswith(("base.", "bridge."))}
-    out = modeling.LedgerRecurrentForCausalLM(config)
+    out = modeling.LedgerRecurrentForCausalLM(config, bridge_class=None if model.bridge is None else type(model.bridge))
     out.load_state_dict({**tensors, **loop_block}, strict=True)
     dtype = next(model.base.parameters()).dtype
     return out.to(dtype).eval()
@@ -132,24 +127,47 @@ def write_hf_export(runtime: Any, out: Path, provenance: dict[str, Any], num_loo
         if isinstance(model, RecurrentLM):
             exported = hf_model(model, num_loops)
             exported.save_pretrained(tmp)
-            shutil.copyfile(MODELING_FILE, tmp / MODELING_FILE.name)
-            card = _card(cast(modeling.LedgerRecurrentConfig, exported.config), provenance, out.name)
+            ship_model_files(exported.bridge, tmp)
+            card = _card(cast(modeling.LedgerRecurrentConfig, exported.config), model.design, provenance, out.name)
         else:  # a dense arm: its fine-tuned base as it is
             model.save_pretrained(tmp)
-            card = _card(None, provenance, out.name)
+            card = _card(None, "", provenance, out.name)
         runtime.tokenizer.save_pretrained(tmp)
         (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         (tmp / "README.md").write_text(card, encoding="utf-8")
     return out
 
 
-def _card(config: modeling.LedgerRecurrentConfig | None, provenance: dict[str, Any], folder: str) -> str:
+def ship_model_files(bridge: torch.nn.Module | None, folder: Path) -> None:
+    """The model file, the loop's pieces, and the bridge's own source file with ``ledger_bridge.py`` naming its
+    class (a bridge's file needs torch only: ``arms.hf.ledger_loop.Bridge``)."""
+    shutil.copyfile(MODELING_FILE, folder / MODELING_FILE.name)
+    shutil.copyfile(LOOP_FILE, folder / LOOP_FILE.name)
+    if bridge is None:
+        (folder / BRIDGE_NAME).write_text('"""The arm has no bridge."""\n\nBridge = None\n', encoding="utf-8")
+        return
+    source = Path(cast(str, inspect.getsourcefile(type(bridge))))
+    if source.name in (BRIDGE_NAME, MODELING_FILE.name, LOOP_FILE.name):
+        raise ValueError(f"--format hf: the bridge's file may not be named {source.name}")
+    shutil.copyfile(source, folder / source.name)
+    name = type(bridge).__name__
+    (folder / BRIDGE_NAME).write_text(
+        f'"""The bridge of this export: {name} of {source.name}, as the run computed with it."""\n\n'
+        f'from .{source.stem} import {name} as Bridge\n\n__all__ = ["Bridge"]\n',
+        encoding="utf-8",
+    )
+
+
+def _card(
+    config: modeling.LedgerRecurrentConfig | None, design_letter: str, provenance: dict[str, Any], folder: str
+) -> str:
     protocol = provenance["protocol"]
     if config is None:
         design = "A dense arm: the base fine-tuned, with no recurrence; it loads without trust_remote_code."
         loops = 1
     else:
-        design = _DESIGNS["M" if config.bridge == "concat" else "S"].format(
+        design = _DESIGNS[design_letter].format(
+            bridge=config.bridge,
             prelude=config.prelude_layers,
             block=config.block_layers,
             coda=config.coda_layers,

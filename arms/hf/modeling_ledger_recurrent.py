@@ -25,24 +25,33 @@ across tokens, since every loop's keys and values would have to be kept.
 from __future__ import annotations
 
 import copy
-import inspect
-from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
+from .ledger_loop import (
+    FAMILIES,
+    build_context,
+    draw_initial_state,
+    initial_state,
+    last_token_positions,
+    positions_from_mask,
+    run_layers,
+    step,
+)
+
 INITIAL_STATES = ("random", "zeros", "prelude")
 REENTRY = ("all", "answer")
-BRIDGES = (None, "split", "concat")
 # fields of the base's config that tools read from the top-level config (lm-eval's length, generate's ids)
 MIRRORED = ("vocab_size", "hidden_size", "max_position_embeddings", "bos_token_id", "eos_token_id", "pad_token_id")
 
 
 class LedgerRecurrentConfig(PretrainedConfig):
-    """The base's config (``base``, a dict with its ``model_type``), the cut, the bridge and the loop count."""
+    """The base's config (``base``, a dict with its ``model_type``), the cut, the bridge (its kind and the options
+    its constructor takes) and the loop count."""
 
     model_type = "ledger_recurrent"
 
@@ -53,9 +62,8 @@ class LedgerRecurrentConfig(PretrainedConfig):
         block_layers: list[int] | None = None,
         coda_layers: list[int] | None = None,
         bridge: str | None = "split",
-        state_norm: bool = False,
+        bridge_options: dict[str, Any] | None = None,
         reentry: str = "all",
-        block_norms: bool = False,
         initial_state: str = "random",
         initial_state_sigma: float = 1.0,
         initial_state_seed: int = 0,
@@ -63,8 +71,6 @@ class LedgerRecurrentConfig(PretrainedConfig):
         num_loops: int = 1,
         **kwargs: Any,
     ):
-        if bridge not in BRIDGES:
-            raise ValueError(f"bridge must be one of {BRIDGES}, got {bridge!r}")
         if reentry not in REENTRY or initial_state not in INITIAL_STATES:
             raise ValueError(f"reentry {reentry!r} or initial_state {initial_state!r} is not known")
         if not isinstance(num_loops, int) or num_loops < 1:
@@ -74,9 +80,8 @@ class LedgerRecurrentConfig(PretrainedConfig):
         self.block_layers = list(block_layers or [])
         self.coda_layers = list(coda_layers or [])
         self.bridge = bridge
-        self.state_norm = state_norm
+        self.bridge_options = dict(bridge_options or {})
         self.reentry = reentry
-        self.block_norms = block_norms
         self.initial_state = initial_state
         self.initial_state_sigma = initial_state_sigma
         self.initial_state_seed = initial_state_seed
@@ -94,51 +99,17 @@ class LedgerRecurrentConfig(PretrainedConfig):
         return AutoConfig.for_model(self.base["model_type"], **options)
 
 
-class SplitBridge(nn.Module):
-    """u = h + g (P_p LN(p) + P_h h + b - h); with ``state_norm``, h is first normalised by its own LayerNorm."""
+def _base_class(base_config: PretrainedConfig) -> type:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
-    def __init__(self, hidden: int, eps: float = 1e-5, state_norm: bool = False):
-        super().__init__()
-        self.norm = nn.LayerNorm(hidden, eps=eps)
-        self.P_p = nn.Linear(hidden, hidden, bias=False)
-        self.P_h = nn.Linear(hidden, hidden, bias=True)
-        self.g = nn.Parameter(torch.ones(()))
-        self.state_norm = nn.LayerNorm(hidden, eps=eps) if state_norm else None
-
-    def forward(self, h: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        if self.state_norm is not None:
-            h = self.state_norm(h)
-        z = self.P_p(self.norm(p)) + self.P_h(h)
-        return h + self.g * (z - h)
+    return cast(type, MODEL_FOR_CAUSAL_LM_MAPPING[type(base_config)])
 
 
-class ConcatAdapter(nn.Module):
-    """s_in = W [s_prev ; e] (Linear 2h -> h, no bias); ``norm`` (a factory hidden -> module, the base's own norm
-    class) adds a norm after it and one after the block, where the arm has ``block_norms``."""
+def shipped_bridge() -> type[nn.Module]:
+    """The bridge class the export ships beside this file (``ledger_bridge.py`` names it)."""
+    from .ledger_bridge import Bridge  # written by the export
 
-    def __init__(self, hidden: int, norm: Callable[[int], nn.Module] | None = None):
-        super().__init__()
-        self.proj = nn.Linear(2 * hidden, hidden, bias=False)
-        self.entry_norm = norm(hidden) if norm is not None else None
-        self.exit_norm = norm(hidden) if norm is not None else None
-
-    def forward(self, s_prev: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
-        entry = self.proj(torch.cat([s_prev, e], dim=-1))
-        return self.entry_norm(entry) if self.entry_norm is not None else entry
-
-    def leave_block(self, state: torch.Tensor) -> torch.Tensor:
-        return self.exit_norm(state) if self.exit_norm is not None else state
-
-
-def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Positions that skip left padding (as ``generate`` builds them); pad slots get 1, masked out as keys."""
-    position_ids = attention_mask.long().cumsum(-1) - 1
-    return position_ids.masked_fill(attention_mask == 0, 1)
-
-
-def last_token_positions(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Index of each row's last non-pad token (left or right padding)."""
-    return attention_mask.shape[-1] - 1 - attention_mask.flip(-1).to(torch.long).argmax(-1)
+    return Bridge
 
 
 class LedgerRecurrentForCausalLM(PreTrainedModel, GenerationMixin):
@@ -148,19 +119,23 @@ class LedgerRecurrentForCausalLM(PreTrainedModel, GenerationMixin):
     _supports_sdpa = True
     _supports_attention_backend = True
 
-    def __init__(self, config: LedgerRecurrentConfig):
+    def __init__(self, config: LedgerRecurrentConfig, bridge_class: type[nn.Module] | None = None):
+        """``bridge_class``: the bridge's class where the ledger builds the model; loaded from a folder, the class
+        the export shipped beside this file."""
         super().__init__(config)
         base_config = config.base_config()
-        base_config._attn_implementation = config._attn_implementation
+        attention = config._attn_implementation
+        if attention == "sdpa" and not getattr(_base_class(base_config), "_supports_sdpa", False):
+            attention = "eager"  # a family without SDPA (Gemma 2's soft-capped attention) runs as the base does
+        base_config._attn_implementation = attention
         self.base = AutoModelForCausalLM.from_config(base_config)
-        hidden = base_config.hidden_size
-        self.bridge: nn.Module | None = None
-        if config.bridge == "split":
-            self.bridge = SplitBridge(hidden, state_norm=config.state_norm)
-        elif config.bridge == "concat":
+        self.family = FAMILIES[base_config.model_type]
+        self.bridge: Any = None
+        if config.bridge is not None:
+            bridge_class = bridge_class or shipped_bridge()
             norm_class, eps = type(self.base.model.norm), float(getattr(base_config, "rms_norm_eps", 1e-6))
-            self.bridge = ConcatAdapter(
-                hidden, (lambda size: norm_class(size, eps=eps)) if config.block_norms else None
+            self.bridge = bridge_class(
+                base_config.hidden_size, norm=lambda size: norm_class(size, eps=eps), **config.bridge_options
             )
         layers = self.base.model.layers
         self.loop_block = (
@@ -180,15 +155,8 @@ class LedgerRecurrentForCausalLM(PreTrainedModel, GenerationMixin):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         """A bridge starts as the identity (the arm before training); everything else as the base starts."""
-        if isinstance(module, SplitBridge):
-            module.P_p.weight.zero_()
-            module.P_h.weight.copy_(torch.eye(module.P_h.in_features))
-            module.P_h.bias.zero_()
-            module.g.fill_(1.0)
-        elif isinstance(module, ConcatAdapter):
-            hidden = module.proj.out_features
-            module.proj.weight.zero_()
-            module.proj.weight[:, hidden:].copy_(torch.eye(hidden))
+        if module is self.bridge:
+            cast(Any, module).identity_init()
         elif isinstance(module, nn.LayerNorm):
             module.reset_parameters()
         elif isinstance(module, (nn.Linear, nn.Embedding)) or hasattr(module, "weight"):
@@ -201,62 +169,18 @@ class LedgerRecurrentForCausalLM(PreTrainedModel, GenerationMixin):
     def prepare_inputs_for_generation(self, input_ids, attention_mask=None, num_loops=None, **kwargs):
         return {"input_ids": input_ids, "attention_mask": attention_mask, "num_loops": num_loops, "logits_to_keep": 1}
 
-    # -- the pieces, each a call into the base's own modules --------------------------------------------------
+    def _run_block(self, t: int, entry: torch.Tensor, ctx) -> torch.Tensor:
+        """The block at loop ``t``: the adapter arm's loops >= 2 run the copy with its LoRA merged in."""
+        layers = self.loop_block if t >= 2 else None
+        return run_layers(self.base, self.config.block_layers, entry, ctx, layers=layers)
 
-    def _context(self, embeds: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor):
-        from transformers import masking_utils
-
-        config = self.base.config
-        params = inspect.signature(masking_utils.create_causal_mask).parameters
-        kwargs: dict[str, Any] = dict(
-            config=config, inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids
-        )
-        kwargs["cache" if "cache" in params else "past_key_values"] = None
-        if "cache_position" in params:
-            kwargs["cache_position"] = torch.arange(embeds.shape[1], device=embeds.device)
-        masks = {"full_attention": masking_utils.create_causal_mask(**kwargs)}
-        if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
-            masks["sliding_attention"] = masking_utils.create_sliding_window_causal_mask(**kwargs)
-        return masks, self.base.model.rotary_emb(embeds, position_ids)
-
-    def _run(self, idx, hidden, masks, rotary, position_ids, layers=None) -> torch.Tensor:
-        own = self.base.model.layers
-        layer_types = getattr(self.base.config, "layer_types", None)
-        for j, i in enumerate(idx):
-            layer = own[i] if layers is None else layers[j]
-            kind = layer_types[i] if layer_types else "full_attention"
-            hidden = layer(hidden, attention_mask=masks[kind], position_embeddings=rotary, position_ids=position_ids)
-            if isinstance(hidden, tuple):  # transformers 4.x decoder layers return a tuple
-                hidden = hidden[0]
-        return hidden
-
-    def _initial_state(self, e: torch.Tensor) -> torch.Tensor:
+    def _s0(self, prelude: torch.Tensor) -> torch.Tensor:
         kind = self.config.initial_state
         if kind == "zeros":
-            return torch.zeros_like(e)
+            return torch.zeros_like(prelude)
         if kind == "prelude":
-            return e
-        # drawn afresh at every call from the same seed, in float32, cut at +-3 sigma: deterministic readings
-        generator = torch.Generator(device=e.device).manual_seed(self.config.initial_state_seed)
-        s0 = torch.empty(e.shape, dtype=torch.float32, device=e.device)
-        sigma = self.config.initial_state_sigma
-        nn.init.trunc_normal_(s0, 0.0, sigma, -3 * sigma, 3 * sigma, generator=generator)
-        return s0.to(e.dtype)
-
-    def _loop(self, t, state, prelude, masks, rotary, position_ids, last) -> torch.Tensor:
-        """Loop t's state from loop t-1's."""
-        block = self.config.block_layers
-        layers = self.loop_block if t >= 2 else None
-        if isinstance(self.bridge, ConcatAdapter):
-            entry = self.bridge(state, prelude)
-            return self.bridge.leave_block(self._run(block, entry, masks, rotary, position_ids, layers))
-        if t == 1:
-            return self._run(block, prelude, masks, rotary, position_ids)
-        entry = state if self.bridge is None else self.bridge(state, prelude)
-        if self.config.reentry == "answer" and entry.shape[1] > 1:
-            rows = torch.arange(entry.shape[0], device=entry.device)
-            entry = prelude.index_put((rows, last), entry[rows, last])
-        return self._run(block, entry, masks, rotary, position_ids, layers)
+            return prelude
+        return draw_initial_state(prelude, self.config.initial_state_sigma, self.config.initial_state_seed)
 
     # -- forward ------------------------------------------------------------------------------------------
 
@@ -280,15 +204,25 @@ class LedgerRecurrentForCausalLM(PreTrainedModel, GenerationMixin):
             attention_mask = torch.ones(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
         if position_ids is None:
             position_ids = positions_from_mask(attention_mask)
-        masks, rotary = self._context(inputs_embeds, attention_mask, position_ids)
-        prelude = self._run(self.config.prelude_layers, inputs_embeds, masks, rotary, position_ids)
+        ctx = build_context(self.base, self.family, inputs_embeds, attention_mask, position_ids)
+        prelude = run_layers(self.base, self.config.prelude_layers, inputs_embeds, ctx)
+        rows = torch.arange(prelude.shape[0], device=prelude.device)
         last = last_token_positions(attention_mask)
-        state = self._initial_state(prelude) if isinstance(self.bridge, ConcatAdapter) else prelude
+        state = initial_state(self.bridge, prelude, lambda: self._s0(prelude))
         for t in range(1, loops + 1):
-            state = self._loop(t, state, prelude, masks, rotary, position_ids, last)
-        hidden = self._run(self.config.coda_layers, state, masks, rotary, position_ids)
+            state = step(
+                self.bridge,
+                t,
+                state,
+                prelude,
+                lambda t, entry: self._run_block(t, entry, ctx),
+                reentry=self.config.reentry,
+                rows=rows,
+                answer=last,
+            )
+        hidden = run_layers(self.base, self.config.coda_layers, state, ctx)
         kept = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) and logits_to_keep else slice(None)
-        logits = self.base.lm_head(self.base.model.norm(hidden[:, kept]))
+        logits = self.family.head(self.base, hidden[:, kept])
         loss = None
         if labels is not None:
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)

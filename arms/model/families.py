@@ -1,54 +1,26 @@
 """A model family's seams: what its base's own forward does around the decoder layers, which the loop must do
-too for loop 1 to be the base bit for bit. The embedding, the layers, the masks and the rotary embedding are
-the base's own modules, called as the base calls them; what differs by family is done here, in one entry per
-family (``FAMILIES``), held to ``ledger.protocol.families.SUPPORTED_FAMILIES`` at import.
+too for loop 1 to be the base bit for bit. The embedding, the layers and the masks are the base's own modules,
+called as the base calls them; what differs by family is one entry of ``arms.hf.ledger_loop.FAMILIES`` (shipped
+with every export, so the exported model runs it too), held here to the families ``ledger check`` supports
+(``ledger.protocol.families.SUPPORTED_FAMILIES``) at import:
 
 - ``head``: the final norm and the LM head over a loop's state (Gemma 2 then soft-caps the logits,
   ``tanh(logits / cap) * cap``, as its ``ForCausalLM`` does);
-- ``position_embeddings``: the rotary embedding the layers read (one for every layer type in these families).
-
-A family whose forward does more (Gemma 3's per-layer-type rotary, for example) is added as one more entry."""
+- ``position_embeddings``: the rotary table each layer type reads (one table for every type in these families;
+  a family with a table per layer type, such as Gemma 3, is one more entry)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
 from torch import nn
 
+from arms.hf.ledger_loop import FAMILIES, Family, SoftCappedHead
 from ledger.protocol.families import SUPPORTED_FAMILIES, UnsupportedFamily, refuse_unsupported
 
+__all__ = ["FAMILIES", "Family", "SoftCappedHead", "family_of"]
 
-class Family:
-    """The Llama-family forward: the layers between the embedding and ``lm_head(norm(h))``."""
-
-    def position_embeddings(self, cut: Any, embeds: torch.Tensor, position_ids: torch.Tensor) -> Any:
-        return cut.rotary_emb(embeds, position_ids)
-
-    def head(self, cut: Any, hidden: torch.Tensor) -> torch.Tensor:
-        return cut.lm_head(cut.norm(hidden))
-
-
-class SoftCappedHead(Family):
-    """Gemma 2: the final logits soft-capped at ``config.final_logit_softcapping`` (none where it is unset)."""
-
-    def head(self, cut: Any, hidden: torch.Tensor) -> torch.Tensor:
-        logits = super().head(cut, hidden)
-        cap = getattr(cut.config, "final_logit_softcapping", None)
-        if cap is None:
-            return logits
-        return torch.tanh(logits / cap) * cap
-
-
-FAMILIES: dict[str, Family] = {
-    "llama": Family(),
-    "qwen2": Family(),
-    "olmo2": Family(),
-    "gemma2": SoftCappedHead(),
-}
 if set(FAMILIES) != set(SUPPORTED_FAMILIES):
     raise TypeError(
-        f"arms.model.families holds {sorted(FAMILIES)} but ledger.protocol.families supports "
+        f"arms.hf.ledger_loop.FAMILIES holds {sorted(FAMILIES)} but ledger.protocol.families supports "
         f"{sorted(SUPPORTED_FAMILIES)}: add the family to both"
     )
 

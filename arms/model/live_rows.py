@@ -24,36 +24,11 @@ eager); otherwise `prompt_cacheable` says no and the forward runs uncached.
 
 from __future__ import annotations
 
-import inspect
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-
-@dataclass
-class Context:
-    """What every layer call shares within one forward: masks and position embeddings."""
-
-    masks: dict
-    position_ids: torch.Tensor
-    position_embeddings: tuple
-
-
-def cache_keyword(layer: torch.nn.Module) -> str:
-    """The decoder layer's name for its cache argument (`cache` in transformers 5, `past_key_values` in 4.x);
-    read once per layer class, since a signature costs more than a one-token layer call."""
-    kind = type(layer)
-    if kind not in _CACHE_KEYWORDS:
-        params = inspect.signature(kind.forward).parameters
-        names = [name for name in ("cache", "past_key_values", "past_key_value") if name in params]
-        if not names:
-            raise TypeError(f"{kind.__name__}.forward takes no cache argument")
-        _CACHE_KEYWORDS[kind] = names[0]
-    return _CACHE_KEYWORDS[kind]
-
-
-_CACHE_KEYWORDS: dict[type, str] = {}
+from arms.hf.ledger_loop import Context
 
 
 def prompt_cacheable(ctx: Context, answer_positions: torch.Tensor, seq_len: int, layer_types) -> bool:
@@ -75,24 +50,6 @@ def host_depths(depths, batch: int) -> list[int] | None:
     if values and min(values) < 1:
         raise ValueError("every depth must be >= 1")
     return values
-
-
-def select_rows(ctx: Context, local: torch.Tensor) -> Context | None:
-    """The context of the rows ``local`` (positions in the batch ``ctx`` was built for): the same masks' and
-    rotary tables' rows, or None where a mask is not a tensor (it is then rebuilt for the rows)."""
-    if not all(mask is None or isinstance(mask, torch.Tensor) for mask in ctx.masks.values()):
-        return None
-    # a mask broadcast over the batch (first dimension 1) stays as it is
-    masks = {kind: m if m is None or m.shape[0] == 1 else m[local] for kind, m in ctx.masks.items()}
-    cos, sin = ctx.position_embeddings
-    return Context(masks, ctx.position_ids[local], (cos[local], sin[local]))
-
-
-def answer_context(ctx: Context) -> Context:
-    """The context of a one-token query at the last column: the last row of every mask, the last position."""
-    masks = {kind: None if m is None else m[:, :, -1:, :] for kind, m in ctx.masks.items()}
-    cos, sin = ctx.position_embeddings
-    return Context(masks, ctx.position_ids[:, -1:], (cos[:, -1:], sin[:, -1:]))
 
 
 def drop_answer_entries(cache: Any, prompt_len: int) -> None:
@@ -164,7 +121,7 @@ class LiveRows(_Rows):
             self.local_rows = self.local_rows[: len(self.live)]
             self.prelude_live = prelude_out[idx]  # indexed once per change of the live set, not every loop
             if self.count:
-                ctx = select_rows(self.ctx, local)
+                ctx = self.ctx.rows(local)
                 if ctx is None:
                     ctx = self.model._context(self.embeds[idx], self.attention_mask[idx], self.position_ids[idx])
                 self.ctx = ctx
@@ -177,7 +134,7 @@ class AnswerRows(_Rows):
     def __init__(self, live: LiveRows, prelude_live: torch.Tensor, cache: Any, prompt_len: int):
         super().__init__(live.batch, live.depths, live.live, live.index)
         self.prelude = prelude_live[:, -1:]
-        self.ctx = answer_context(live.ctx)
+        self.ctx = live.ctx.last_column()
         self.cache, self.prompt_len = cache, prompt_len
         drop_answer_entries(cache, prompt_len)
 
@@ -186,7 +143,7 @@ class AnswerRows(_Rows):
         local = self._kept(t)
         if local is not None:
             state, self.prelude = state[local], self.prelude[local]
-            ctx = select_rows(self.ctx, local)
+            ctx = self.ctx.rows(local)
             assert ctx is not None  # prompt_cacheable admits tensor masks only
             self.ctx = ctx
             if self.count:

@@ -4,12 +4,12 @@ Everything model-specific is the base's own code: its embedding, decoder layers,
 rotary embedding, mask construction (`transformers.masking_utils`), final norm
 and lm_head. This module only decides the order in which those run.
 
-Design S (a `SplitBridgeModule`, or no bridge): loop 1 is the identity route, prelude
+Design S (the split bridge, `arms.hf.bridge_split`, or no bridge): loop 1 is the identity route, prelude
 -> block once -> coda, with every recurrence part bypassed, so an untrained
 retrofit at loops=1 is the base model bit for bit. Loop t >= 2 re-enters the
 block through the bridge: h(t+1) = Block(bridge(h(t), p)).
 
-Design M (a `ConcatAdapter`): every loop, the first included, runs
+Design M (the concat adapter, `arms.hf.bridge_concat`): every loop, the first included, runs
 s_i = Block(Adapter([s_{i-1}; e])) from an initial state s_0, so loop 1 is NOT an
 identity route: it reproduces the base only while the adapter is identity-
 initialised (W = [0 | I]) and untrained, and the cut drops no layers.
@@ -20,18 +20,16 @@ lm_head applied to that loop's state, at the answer position of each row.
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Iterable
 from typing import Any, cast
 
 import torch
 from torch import nn
 
-from arms.hf.modeling_ledger_recurrent import last_token_positions, positions_from_mask
-from arms.model.bridges import ConcatAdapter
+import arms.hf.ledger_loop as loop
+from arms.hf.ledger_loop import Context, last_token_positions, positions_from_mask
 from arms.model.families import family_of
-from arms.model.live_rows import AnswerRows, Context, LiveRows, cache_keyword, prompt_cacheable
+from arms.model.live_rows import AnswerRows, LiveRows, prompt_cacheable
 from arms.model.surgery import CutModel, make_surgery
 from ledger.protocol.arms import BRIDGES
 
@@ -43,21 +41,10 @@ REENTRY_KINDS = ("all", "answer")
 __all__ = ["RecurrentLM", "last_token_positions", "positions_from_mask"]  # the two: the exported file's own
 
 
-@functools.cache
-def _mask_signature() -> tuple[str, bool, bool]:
-    """How ``create_causal_mask`` names its cache (``cache`` in transformers 5, ``past_key_values`` in 4.x),
-    whether it wants ``cache_position`` (4.x) and takes ``allow_is_causal_skip``: read once, not every forward."""
-    from transformers import masking_utils
-
-    params = inspect.signature(masking_utils.create_causal_mask).parameters
-    cache = "cache" if "cache" in params else "past_key_values"
-    return cache, "cache_position" in params, "allow_is_causal_skip" in params
-
-
 class RecurrentLM(nn.Module):
     """A base causal LM retrofitted with a weight-shared recurrent block.
 
-    `bridge` picks the design: a `SplitBridgeModule` (or None: the block output is fed
+    `bridge` picks the design: a design-S bridge such as `SplitBridge` (or None: the block output is fed
     straight back) for design S, a `ConcatAdapter` for design M. For design M,
     `s0` is the initial state: "random" (truncated N(0, s0_sigma^2), cut at
     +-3 sigma, drawn from a generator seeded with `s0_seed` at every call unless
@@ -80,11 +67,13 @@ class RecurrentLM(nn.Module):
         super().__init__()
         if reentry not in REENTRY_KINDS:
             raise ValueError(f"reentry must be one of {REENTRY_KINDS}, got {reentry!r}")
-        kind = getattr(bridge, "kind", None)  # a bridge module names its kind (``arms.model.bridges``)
-        if bridge is not None and kind not in BRIDGES:
-            raise TypeError(f"bridge must be a module of a kind in BRIDGES ({', '.join(BRIDGES.names())}) or None")
-        if reentry != "all" and (bridge is None or BRIDGES[str(kind)].design != "S"):
-            raise ValueError("reentry='answer' is an option of the split bridge")
+        if bridge is not None and getattr(bridge, "kind", None) not in BRIDGES:
+            raise TypeError(
+                f"bridge must be a module of a kind in BRIDGES ({', '.join(BRIDGES.names())}) or None, "
+                f"got a {type(bridge).__name__}"
+            )
+        if reentry != "all" and (bridge is None or cast(Any, bridge).design != "S"):
+            raise ValueError("reentry='answer' is an option of a design-S bridge")
         if s0 not in S0_KINDS:
             raise ValueError(f"s0 must be one of {S0_KINDS}, got {s0!r}")
         self.surgery = surgery  # a plain dataclass of references; not a submodule
@@ -105,31 +94,33 @@ class RecurrentLM(nn.Module):
         tuple_=None,
         layers=None,
         bridge: str | None = "split",
-        adapter_init: str = "identity",
-        state_norm: bool = False,
         reentry: str = "all",
-        block_norms: bool = False,
-        **kwargs,
+        s0: str = "random",
+        s0_sigma: float = 1.0,
+        s0_seed: int = 0,
+        **bridge_options: Any,
     ) -> RecurrentLM:
-        """Cut `model` and attach a fresh bridge (a kind of ``ledger.protocol.arms.BRIDGES``, or None) on its
-        device/dtype. `adapter_init` is the concat adapter's init; `state_norm` the split bridge's."""
+        """Cut `model` and attach a fresh bridge of kind `bridge` (``ledger.protocol.arms.BRIDGES``; None: the block
+        output is fed straight back) on its device and dtype. ``bridge_options`` are the bridge's own (its
+        constructor's keywords, e.g. the split bridge's ``state_norm``); the base's norm class is offered as ``norm``."""
         surgery = make_surgery(model, split=split, tuple_=tuple_, layers=layers)
-        hidden = cast(Any, model.config).hidden_size
-        if state_norm and bridge != "split":
-            raise ValueError("state_norm is an option of the split bridge")
         module = None
+        if bridge is None and bridge_options:
+            raise ValueError(f"{', '.join(bridge_options)}: options of a bridge, and the arm has none")
         if bridge is not None:
             if bridge not in BRIDGES:
                 raise ValueError(f"bridge must be one of {', '.join(BRIDGES.names())} or None, got {bridge!r}")
-            if block_norms and bridge != "concat":
-                raise ValueError("block_norms is an option of the concat adapter")
-            options: dict[str, Any] = {"state_norm": state_norm} if bridge == "split" else {"init": adapter_init}
-            if block_norms:  # the base's own norm class (RMSNorm in Llama-family decoders), at the base's eps
-                eps = float(getattr(model.config, "rms_norm_eps", 1e-6))
-                options["norm"] = lambda size: type(surgery.norm)(size, eps=eps)
+            implementation = BRIDGES.implementation(bridge)
+            unknown = set(bridge_options) - _keywords(implementation)
+            if unknown:
+                raise ValueError(f"{', '.join(sorted(unknown))}: not an option of the {bridge} bridge")
+            hidden = cast(Any, model.config).hidden_size
+            eps = float(getattr(model.config, "rms_norm_eps", 1e-6))
+            norm_class = type(surgery.norm)  # the base's own (RMSNorm in Llama-family decoders), at its eps
             weight = cast(nn.Linear, model.lm_head).weight
-            module = BRIDGES.implementation(bridge)(hidden, **options).to(device=weight.device, dtype=weight.dtype)
-        return cls(surgery, module, reentry=reentry, **kwargs)
+            module = implementation(hidden, norm=lambda size: norm_class(size, eps=eps), **bridge_options)
+            module = module.to(device=weight.device, dtype=weight.dtype)
+        return cls(surgery, module, reentry=reentry, s0=s0, s0_sigma=s0_sigma, s0_seed=s0_seed)
 
     @classmethod
     def from_spec(cls, model: nn.Module, arm: Any) -> RecurrentLM:
@@ -151,100 +142,55 @@ class RecurrentLM(nn.Module):
 
     @property
     def design(self) -> str:
-        """The bridge's design as its kind declares it (``BridgeKind.design``); no bridge: design S."""
-        return "S" if self.bridge is None else BRIDGES[cast(Any, self.bridge).kind].design
+        """The bridge's design ("S": loop 1 is the base's route; "M": the bridge runs every loop); none: S."""
+        return "S" if self.bridge is None else cast(Any, self.bridge).design
 
     # -- the pieces, each a call into the base's own modules -------------------
 
     def _context(self, embeds, attention_mask, position_ids) -> Context:
-        from transformers import masking_utils
-
-        config = self.surgery.config
-        kwargs = dict(
-            config=config,
-            inputs_embeds=embeds,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
+        # a training step keeps SDPA's mask (dropping it reads the mask on the host); a reading keeps the base's rule
+        return loop.build_context(
+            self.base, self.family, embeds, attention_mask, position_ids, keep_mask=torch.is_grad_enabled()
         )
-        cache_name, wants_cache_position, can_keep_mask = _mask_signature()
-        kwargs[cache_name] = None
-        if wants_cache_position:
-            kwargs["cache_position"] = torch.arange(embeds.shape[1], device=embeds.device)
-        if can_keep_mask and torch.is_grad_enabled():
-            # SDPA's mask may be dropped for is_causal where no row is padded, which reads the mask on the host:
-            # a training step keeps it instead (no wait). Reading keeps the base's own rule, so that loop 1 reads
-            # as the base does bit for bit (the guardrail, the identity gate).
-            kwargs["allow_is_causal_skip"] = False
-        masks = {"full_attention": masking_utils.create_causal_mask(**kwargs)}
-        if "sliding_attention" in (getattr(config, "layer_types", None) or ()):
-            masks["sliding_attention"] = masking_utils.create_sliding_window_causal_mask(**kwargs)
-        position_embeddings = self.family.position_embeddings(self.surgery, embeds, position_ids)
-        return Context(masks, position_ids, position_embeddings)
 
     def _run(self, idx: tuple[int, ...], hidden: torch.Tensor, ctx: Context, *, layers=None, cache=None):
-        """The base's layers ``idx`` (or ``layers``, copies standing in for them) over ``hidden``; with a
-        ``cache`` each layer's attention appends its keys and values there and attends to what it holds."""
-        own = cast(nn.ModuleList, self.surgery.decoder.layers)
-        layer_types = getattr(self.surgery.config, "layer_types", None)
-        for j, i in enumerate(idx):
-            layer = own[i] if layers is None else layers[j]
-            kind = layer_types[i] if layer_types else "full_attention"
-            extra = {cache_keyword(layer): cache} if cache is not None else {}
-            hidden = layer(
-                hidden,
-                attention_mask=ctx.masks[kind],
-                position_embeddings=ctx.position_embeddings,
-                position_ids=ctx.position_ids,
-                **extra,
-            )
-        return hidden
+        return loop.run_layers(self.base, idx, hidden, ctx, layers=layers, cache=cache)
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Final norm and lm_head, as the family's head does them (``arms.model.families``). The base normalises
-        the whole sequence before slicing; RMSNorm is per position, so normalising only the answer positions gives
-        the same bits."""
-        return self.family.head(self.surgery, hidden.unsqueeze(1)).squeeze(1)
+        """Final norm and lm_head, as the family's head does them. The base normalises the whole sequence before
+        slicing; RMSNorm is per position, so normalising only the answer positions gives the same bits."""
+        return self.family.head(self.base, hidden.unsqueeze(1)).squeeze(1)
 
     def _readout(self, state, ctx, rows, answer_positions, cache=None) -> torch.Tensor:
         hidden = self._run(self.surgery.coda_idx, state, ctx, cache=cache)
         return self._head(hidden[rows, answer_positions])
 
     def _initial_state(self, e: torch.Tensor, generator) -> torch.Tensor:
-        if self.s0 == "zeros":
-            return torch.zeros_like(e)
-        if self.s0 == "prelude":
-            return e
-        if generator is None:
-            generator = torch.Generator(device=e.device).manual_seed(self.s0_seed)
-        s0 = torch.empty(e.shape, dtype=torch.float32, device=e.device)
-        sigma = self.s0_sigma
-        nn.init.trunc_normal_(s0, 0.0, sigma, -3 * sigma, 3 * sigma, generator=generator)
-        return s0.to(e.dtype)
+        def s0() -> torch.Tensor:
+            if self.s0 == "zeros":
+                return torch.zeros_like(e)
+            if self.s0 == "prelude":
+                return e
+            return loop.draw_initial_state(e, self.s0_sigma, self.s0_seed, generator)
+
+        return loop.initial_state(self.bridge, e, s0)
 
     def _block_pass(self, t: int, entry: torch.Tensor, ctx: Context, cache=None) -> torch.Tensor:
         """The block's layers as loop ``t`` runs them (the adapter arm runs loop 1 without its adapter)."""
         return self._run(self.surgery.block_idx, entry, ctx, cache=cache)
 
     def _step(self, t: int, state, prelude_out, ctx, rows=None, answer_positions=None, cache=None) -> torch.Tensor:
-        """One pass through the block: loop t's state from loop t-1's."""
-        if self.design == "M":
-            adapter = cast(ConcatAdapter, self.bridge)
-            return adapter.leave_block(self._block_pass(t, adapter(state, prelude_out), ctx, cache))
-        if t == 1:  # identity route: the block runs straight on the prelude output
-            return self._block_pass(t, prelude_out, ctx, cache)
-        return self._block_pass(t, self._entry(state, prelude_out, rows, answer_positions), ctx, cache)
-
-    def _entry(self, state, prelude_out, rows=None, answer_positions=None) -> torch.Tensor:
-        """Design S, loop t >= 2: what enters the block (the bridge's output, by `reentry`)."""
-        entry = state if self.bridge is None else self.bridge(state, prelude_out)
-        if self.reentry == "answer" and entry.shape[1] > 1:
-            # Only the answer position carries the state; every other position enters
-            # the block with the prelude output, as at loop 1, so (causal attention) the
-            # prompt's keys and values are loop 1's at every loop.
-            if rows is None or answer_positions is None:
-                raise ValueError("reentry='answer' needs the rows and answer positions of the batch")
-            entry = prelude_out.index_put((rows, answer_positions), entry[rows, answer_positions])
-        return entry
+        """One pass through the block: loop t's state from loop t-1's (``ledger_loop.step``, as the export runs it)."""
+        return loop.step(
+            self.bridge,
+            t,
+            state,
+            prelude_out,
+            lambda t, entry: self._block_pass(t, entry, ctx, cache),
+            reentry=self.reentry,
+            rows=rows,
+            answer=answer_positions,
+        )
 
     def _cache_from(self) -> int:
         """The first loop whose block weights every later loop shares: from there on the prompt's keys and
@@ -324,7 +270,7 @@ class RecurrentLM(nn.Module):
         cache = self._prompt_cache(ctx, answer_positions, input_ids.shape[1], no_grad_loops, cache_prompt)
 
         readouts, states = [], []
-        state = prelude_out if self.design == "S" else self._initial_state(prelude_out, generator)
+        state = self._initial_state(prelude_out, generator)
         live: LiveRows | AnswerRows = LiveRows(
             self, depths, rows, embeds, attention_mask, position_ids, answer_positions, ctx
         )
@@ -340,8 +286,7 @@ class RecurrentLM(nn.Module):
                     readout = prelude_out.new_zeros(0, vocab)
                     at_answer = prelude_out.new_zeros(0, prelude_out.shape[-1])
                 elif isinstance(live, AnswerRows):  # the prompt is cached: the answer position alone
-                    entry = state if self.bridge is None else self.bridge(state, prelude_live)
-                    state = self._block_pass(t, entry, live.ctx, cache)
+                    state = self._step(t, state, prelude_live, live.ctx, cache=cache)  # one position: no re-entry mask
                     if read:
                         readout = self._head(self._run(self.surgery.coda_idx, state, live.ctx, cache=cache)[:, 0])
                     at_answer = state[:, 0]
@@ -387,7 +332,7 @@ class RecurrentLM(nn.Module):
         embeds = self.surgery.embed_tokens(input_ids)
         ctx = self._context(embeds, attention_mask, positions_from_mask(attention_mask))
         prelude_out = self._run(self.surgery.prelude_idx, embeds, ctx)
-        state = prelude_out if self.design == "S" else self._initial_state(prelude_out, generator)
+        state = self._initial_state(prelude_out, generator)
         rows = torch.arange(input_ids.shape[0], device=input_ids.device)
         answer = last_token_positions(attention_mask)
         out: dict[int, torch.Tensor] = {}
@@ -398,5 +343,13 @@ class RecurrentLM(nn.Module):
                 state = self._step(t, state, prelude_out, ctx, rows, answer)
                 if t in wanted:
                     hidden = self._run(self.surgery.coda_idx, state, ctx)
-                    out[t] = self.family.head(self.surgery, hidden)
+                    out[t] = self.family.head(self.base, hidden)
         return out
+
+
+def _keywords(implementation: Any) -> set[str]:
+    """The keyword options a bridge's constructor takes (beyond ``hidden`` and the offered ``norm``)."""
+    import inspect
+
+    params = inspect.signature(implementation).parameters
+    return {name for name, p in params.items() if p.kind is p.KEYWORD_ONLY and name != "norm"}

@@ -30,6 +30,8 @@ for surface, alphabet in (("relay", "names"), ("pointer", "names"), ("symbolic",
             symbols=alphabet,
             distractors=distractors,
         )
-        examples = [(Example(kind=surface, prompt=r.prompt, answer=" " + r.answer, depth=1), sorted(r.symbols)) for r in rows]
+        examples = [
+            (Example(kind=surface, prompt=r.prompt, answer=" " + r.answer, depth=1), sorted(r.symbols)) for r in rows
+        ]
         accuracy = lookup_accuracy(model, tokenizer, examples)
         print(f"{surface},{alphabet},{str(distractors).lower()},{count},{accuracy:.3f}")

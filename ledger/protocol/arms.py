@@ -38,9 +38,9 @@ class BridgeKind(Kind):
 
 @dataclass(frozen=True)
 class BudgetKind(Kind):
-    """Which tensors train. ``bridges``: the bridge kinds the budget is defined for."""
+    """Which tensors train. ``designs``: the bridge designs it is defined for (any bridge kind of such a design)."""
 
-    bridges: tuple[str, ...] = ()
+    designs: tuple[str, ...] = ("S", "M")
     groups: tuple[str, ...] = ()
     trains_loop1: bool = True  # False: nothing it trains runs at loop 1, so depth-1 rows alone teach it nothing
     counter: str = ""  # "module:attribute" counting its trainable parameters from configs (`ledger params`)
@@ -234,7 +234,7 @@ class ConcatBridge(BridgeSpec):
     def model_options(self) -> dict[str, Any]:
         return {
             "bridge": self.kind,
-            "adapter_init": self.init,
+            "init": self.init,
             "s0": self.initial_state,
             "s0_sigma": self.sigma,
             "block_norms": self.block_norms,
@@ -245,7 +245,7 @@ BRIDGES.add(
     BridgeKind(
         "split",
         SplitBridge,
-        "arms.model.bridges:SplitBridgeModule",
+        "arms.hf.bridge_split:SplitBridge",
         "P_p p + P_h LN(h): the paper's design S",
         groups=("bridge_p", "bridge_h", "bridge_rest"),
     )
@@ -254,7 +254,7 @@ BRIDGES.add(
     BridgeKind(
         "concat",
         ConcatBridge,
-        "arms.model.bridges:ConcatAdapter",
+        "arms.hf.bridge_concat:ConcatAdapter",
         "W [s; e]: McLeish et al.'s design M",
         design="M",
         groups=("bridge",),
@@ -305,7 +305,6 @@ BUDGETS.add(
         FullBlockBudget,
         "arms.model.budgets:full_block_budget",
         "the block + bridge train",
-        bridges=("split", "concat"),
         groups=("block",),
         counter="arms.model.accounting:count_full_block",
     )
@@ -316,7 +315,7 @@ BUDGETS.add(
         AdapterBudget,
         "arms.model.budgets:adapter_budget",
         "one LoRA set on the block, off at loop 1 (design S only)",
-        bridges=("split",),
+        designs=("S",),
         groups=("lora",),
         trains_loop1=False,
         counter="arms.model.accounting:count_adapter",
@@ -336,7 +335,6 @@ BUDGETS.add(
         FullModelBudget,
         "arms.model.budgets:full_model_budget",
         "every tensor of the retrofit trains: prelude, block, coda, embeddings, adapter (design M's recipe)",
-        bridges=("split", "concat"),
         groups=("embeddings", "model"),
         counter="arms.model.accounting:count_full_model",
     )

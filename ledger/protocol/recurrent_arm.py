@@ -74,12 +74,12 @@ class RecurrentArm(ArmSpec, LateOptions):
             for where, kind in ((("bridge", "kind"), bridge), (("budget", "kind"), budget))
             if (refusal := kind.refusal()) is not None
         ]
-        if bridge.name not in budget.bridges:
+        if bridge.design not in budget.designs:
             problems.append(
                 (
                     ("budget", "kind"),
-                    f"the {budget.name} budget is defined for bridge(s) "
-                    f"{', '.join(budget.bridges)} only, not {bridge.name!r}",
+                    f"the {budget.name} budget is defined for design-{'/'.join(budget.designs)} bridges only, "
+                    f"not {bridge.name!r} (design {bridge.design})",
                 )
             )
         if layers is not None and self.surgery.layers_needed() > layers:

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from arms.bases.loading import qwen25_05b_config
+from arms.hf.bridge_split import SplitBridge
 from arms.model import accounting as acc
-from arms.model.bridges import SplitBridgeModule
 from arms.model.recurrent import RecurrentLM
 from arms.model.surgery import split_surgery, tuple_surgery
 
@@ -33,7 +33,7 @@ def _qwen25_on_meta():
 
     with torch.device("meta"):
         model = Qwen2ForCausalLM(qwen25_05b_config())
-        bridge = SplitBridgeModule(896)
+        bridge = SplitBridge(896)
     return model, bridge
 
 

@@ -308,9 +308,9 @@ def test_gradient_audit_is_seeded_and_restores_float32_bits():
 
 @pytest.fixture
 def real_bridge():
-    from arms.model.bridges import SplitBridgeModule
+    from arms.hf.bridge_split import SplitBridge
 
-    return SplitBridgeModule(8).double()
+    return SplitBridge(8).double()
 
 
 def _real_bridge_loss(bridge, seed=0, d=8):

@@ -15,6 +15,7 @@ def test_a_bridge_modules_groups_are_its_kinds(name):
     module = BRIDGES.implementation(name)(16)
     groups = module.param_groups()
     assert tuple(groups) == BRIDGES[name].groups
+    assert module.kind == name and module.design == BRIDGES[name].design  # what the run asks it: its kind's
     tensors = [id(p) for group in groups.values() for p in group]
     assert len(tensors) == len(set(tensors)) and set(tensors) == {id(p) for p in module.parameters()}
 

@@ -93,7 +93,7 @@ def _batch(recurrent):
 
 def test_truncated_iterations_carry_no_gradient_and_the_rest_match_finite_differences():
     torch.manual_seed(0)
-    model = _design_m(torch.float64, adapter_init="default", s0="zeros")
+    model = _design_m(torch.float64, init="default", s0="zeros")
     ids, mask = _batch(model)
     weight = model.surgery.block[0].mlp.down_proj.weight
     r, n = 5, 3  # 3 iterations without gradient, 2 with
@@ -158,7 +158,7 @@ def test_truncated_iterations_carry_no_gradient_and_the_rest_match_finite_differ
 
 def test_the_initial_state_gets_gradient_only_without_truncation():
     torch.manual_seed(0)
-    model = _design_m(adapter_init="default", s0="zeros")
+    model = _design_m(init="default", s0="zeros")
     ids, mask = _batch(model)
     seen: dict = {}
 
@@ -178,8 +178,8 @@ def test_the_initial_state_gets_gradient_only_without_truncation():
 
 
 def test_concat_options_reach_the_model():
-    default = _design_m(adapter_init="default", s0="zeros", s0_sigma=0.25)
-    identity = _design_m(adapter_init="identity", s0="random", s0_sigma=0.25, block_norms=True)
+    default = _design_m(init="default", s0="zeros", s0_sigma=0.25)
+    identity = _design_m(init="identity", s0="random", s0_sigma=0.25, block_norms=True)
     hidden = identity.surgery.config.hidden_size
     w = identity.bridge.proj.weight
     assert torch.equal(w[:, :hidden], torch.zeros(hidden, hidden)) and torch.equal(w[:, hidden:], torch.eye(hidden))

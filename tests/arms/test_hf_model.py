@@ -4,13 +4,13 @@ initial state and the block norms), saved, loaded back through `trust_remote_cod
 
 from __future__ import annotations
 
-import shutil
+from pathlib import Path
 
 import pytest
 import torch
 from model_fixtures import left_padded_batch, tiny_qwen2
 
-from arms.hf.export import MODELING_FILE, hf_model
+from arms.hf.export import hf_model, ship_model_files
 from arms.model.recurrent import RecurrentLM
 
 pytestmark = pytest.mark.models
@@ -25,7 +25,8 @@ DESIGNS = {
 
 
 def _tiny(family: str):
-    """A random 6-layer decoder of each family `ledger init` supports (Qwen2: tied head; Llama, OLMo-2: untied)."""
+    """A random 6-layer decoder of each family the surgery cuts (Qwen2, Gemma 2: tied head; Llama, OLMo-2: untied;
+    Gemma 2 soft-caps its logits, which the exported model does through its family's entry too)."""
     if family == "qwen2":
         return tiny_qwen2("sdpa")
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -33,13 +34,14 @@ def _tiny(family: str):
     torch.manual_seed(0)
     shape = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=6, num_attention_heads=4)
     config = AutoConfig.for_model(family, vocab_size=96, num_key_value_heads=2, **shape)
-    config._attn_implementation = "sdpa"
+    config._attn_implementation = "eager" if family == "gemma2" else "sdpa"  # Gemma 2 has no SDPA path
     return AutoModelForCausalLM.from_config(config).eval()
 
 
 @pytest.mark.parametrize(
     "family,design",
-    [("qwen2", design) for design in DESIGNS] + [("llama", "split, every position"), ("olmo2", "concat, zeros")],
+    [("qwen2", design) for design in DESIGNS]
+    + [("llama", "split, every position"), ("olmo2", "concat, zeros"), ("gemma2", "split, every position")],
 )
 def test_the_loaded_folder_reads_as_the_recurrent_model_at_every_loop(tmp_path, monkeypatch, family, design):
     from transformers import AutoModelForCausalLM
@@ -56,8 +58,9 @@ def test_the_loaded_folder_reads_as_the_recurrent_model_at_every_loop(tmp_path, 
         answers = model(ids, mask, loops=3)  # [loops, batch, vocab] at each row's last position
         sequences = model.sequence_logits(ids, mask, loops=3, read_at=(1, 2, 3))
 
-    hf_model(model, num_loops=2).save_pretrained(tmp_path / "hf")
-    shutil.copyfile(MODELING_FILE, tmp_path / "hf" / MODELING_FILE.name)
+    exported = hf_model(model, num_loops=2)
+    exported.save_pretrained(tmp_path / "hf")
+    ship_model_files(exported.bridge, tmp_path / "hf")
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "hf", trust_remote_code=True).eval()
     assert loaded.config.num_loops == 2
     tied = loaded.base.lm_head.weight.data_ptr() == loaded.base.model.embed_tokens.weight.data_ptr()
@@ -77,5 +80,23 @@ def test_a_bad_loop_count_is_refused_where_it_is_given():
 
     with pytest.raises(ValueError, match="num_loops"):
         LedgerRecurrentConfig(base={"model_type": "qwen2"}, num_loops=0)
-    with pytest.raises(ValueError, match="bridge"):
-        LedgerRecurrentConfig(base={"model_type": "qwen2"}, bridge="zigzag")
+    with pytest.raises(ValueError, match="reentry"):
+        LedgerRecurrentConfig(base={"model_type": "qwen2"}, reentry="zigzag")
+
+
+@pytest.mark.parametrize("name", ["modeling_ledger_recurrent", "ledger_loop", "bridge_split", "bridge_concat"])
+def test_a_shipped_file_needs_torch_and_transformers_only(name):
+    """What an export ships runs where the ledger is not installed: the standard library, torch, transformers and
+    the folder's own files (relative imports)."""
+    import ast
+    import sys
+
+    import arms.hf
+
+    path = Path(arms.hf.__file__).parent / f"{name}.py"
+    allowed = set(sys.stdlib_module_names) | {"torch", "transformers", "__future__"}
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            assert {alias.name.split(".")[0] for alias in node.names} <= allowed, (path.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            assert str(node.module).split(".")[0] in allowed, (path.name, node.lineno)

@@ -28,7 +28,8 @@ from arms.bases.loading import (
     smollm2_gguf_path,
     tiny_qwen2_config,
 )
-from arms.model.bridges import ConcatAdapter, SplitBridgeModule
+from arms.hf.bridge_concat import ConcatAdapter
+from arms.hf.bridge_split import SplitBridge
 from arms.model.recurrent import RecurrentLM, last_token_positions, positions_from_mask
 from arms.model.surgery import SurgeryError, make_surgery, split_surgery, tuple_surgery
 
@@ -138,9 +139,7 @@ def test_left_padded_batch_matches_each_row_alone_at_every_loop(attn, design):
     elif design == "split-answer":
         rlm = RecurrentLM.build(model, split=(2, 4), bridge="split", reentry="answer")
     else:
-        rlm = RecurrentLM.build(
-            model, tuple_=(1, 3, 1), bridge="concat", adapter_init="default", s0=design.split("-")[1]
-        )
+        rlm = RecurrentLM.build(model, tuple_=(1, 3, 1), bridge="concat", init="default", s0=design.split("-")[1])
     _perturb(rlm.bridge)
     rlm.eval()
     ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
@@ -198,7 +197,7 @@ def test_all_loops_from_one_forward_equal_separate_forwards(bridge):
     if bridge == "split":
         rlm = RecurrentLM.build(model, split=(2, 4), bridge="split")
     else:  # random s0: reseeded per call, so separate calls draw the same state
-        rlm = RecurrentLM.build(model, tuple_=(1, 3, 1), bridge="concat", adapter_init="default", s0_seed=7)
+        rlm = RecurrentLM.build(model, tuple_=(1, 3, 1), bridge="concat", init="default", s0_seed=7)
     _perturb(rlm.bridge)
     rlm.eval()
     ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
@@ -256,7 +255,7 @@ def test_rows_stop_at_their_depth_with_the_same_values_and_gradients(design):
     elif design == "split-answer":
         rlm = RecurrentLM.build(model, split=(2, 4), bridge="split", reentry="answer")
     else:
-        rlm = RecurrentLM.build(model, tuple_=(1, 3, 1), bridge="concat", adapter_init="default", s0="zeros")
+        rlm = RecurrentLM.build(model, tuple_=(1, 3, 1), bridge="concat", init="default", s0="zeros")
     _perturb(rlm.bridge)
     ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
     depths = torch.tensor([2, 4, 1, 3, 4])
@@ -290,7 +289,7 @@ def test_rows_stop_at_their_depth_with_the_same_values_and_gradients(design):
 @pytest.mark.parametrize("s0", ["random", "zeros", "prelude"])
 def test_identity_concat_adapter_at_init_reproduces_the_base_when_nothing_is_dropped(s0):
     model = tiny_qwen2()
-    rlm = RecurrentLM.build(model, tuple_=(2, 2, 2), bridge="concat", adapter_init="identity", s0=s0).eval()
+    rlm = RecurrentLM.build(model, tuple_=(2, 2, 2), bridge="concat", init="identity", s0=s0).eval()
     ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
     with torch.no_grad():
         assert torch.equal(rlm(ids, mask, loops=1)[0], _base_last_logits(model, ids, mask))
@@ -303,7 +302,7 @@ def test_concat_loop1_is_not_an_identity_route():
     ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
     base = _base_last_logits(model, ids, mask)
     torch.manual_seed(0)
-    rlm = RecurrentLM.build(model, tuple_=(2, 2, 2), bridge="concat", adapter_init="default").eval()
+    rlm = RecurrentLM.build(model, tuple_=(2, 2, 2), bridge="concat", init="default").eval()
     with torch.no_grad():
         seeded = rlm(ids, mask, loops=1)[0]
         assert not torch.allclose(seeded, base, atol=1e-3)
@@ -338,7 +337,7 @@ def test_split_surgery_references_the_base_layers():
     assert s.embed_tokens is model.model.embed_tokens and s.lm_head is model.lm_head
     assert s.norm is model.model.norm and s.rotary_emb is model.model.rotary_emb
     # a retrofit trains the base's own tensors: an edit through it shows in the base
-    rlm = RecurrentLM(s, SplitBridgeModule(model.config.hidden_size))
+    rlm = RecurrentLM(s, SplitBridge(model.config.hidden_size))
     with torch.no_grad():
         rlm.surgery.block[0].mlp.up_proj.weight.zero_()
     assert model.model.layers[2].mlp.up_proj.weight.abs().sum() == 0
@@ -365,7 +364,7 @@ def test_layers_chosen_by_index_cut_as_the_tuple_that_names_them_and_run_a_space
         cut.dropped_idx,
     )
     ids, mask = left_padded_batch(LENGTHS, model.config.vocab_size)
-    options = dict(bridge="concat", adapter_init="default", s0="zeros")
+    options = dict(bridge="concat", init="default", s0="zeros")
     torch.manual_seed(0)
     by_tuple = RecurrentLM.build(model, tuple_=(1, 2, 1), **options).eval()
     torch.manual_seed(0)
@@ -410,7 +409,7 @@ def test_surgery_rejects_a_model_without_llama_layout():
 
 
 def test_split_bridge_has_the_papers_parameter_count_at_hidden_896():
-    bridge = SplitBridgeModule(896)
+    bridge = SplitBridge(896)
     named = dict(bridge.named_parameters())
     assert sorted(named) == ["P_h.bias", "P_h.weight", "P_p.weight", "g", "norm.bias", "norm.weight"]
     assert sum(p.numel() for p in bridge.parameters()) == 1_608_321
@@ -418,7 +417,7 @@ def test_split_bridge_has_the_papers_parameter_count_at_hidden_896():
 
 
 def test_split_bridge_projections_are_separate_tensors():
-    bridge = SplitBridgeModule(64)
+    bridge = SplitBridge(64)
     p_p, p_h = bridge.P_p.weight, bridge.P_h.weight
     assert isinstance(p_p, torch.nn.Parameter) and isinstance(p_h, torch.nn.Parameter)
     assert p_p is not p_h
@@ -429,7 +428,7 @@ def test_split_bridge_projections_are_separate_tensors():
 
 
 def test_split_bridge_is_exactly_the_identity_at_init():
-    bridge = SplitBridgeModule(896)
+    bridge = SplitBridge(896)
     assert torch.equal(bridge.P_h.weight, torch.eye(896)) and not bridge.P_p.weight.any()
     assert bridge.g.item() == 1.0 and not bridge.P_h.bias.any()
     g = torch.Generator().manual_seed(0)
@@ -640,7 +639,7 @@ def test_qwen25_05b_shape_untrained_retrofit_at_loop1_is_the_base_bit_for_bit():
 def test_state_norm_bridge_reads_the_state_only_up_to_its_scale():
     """With state_norm the re-entry ignores how large the state has grown (so it cannot
     grow loop over loop), at init and after training moved every tensor."""
-    bridge = SplitBridgeModule(64, state_norm=True)
+    bridge = SplitBridge(64, state_norm=True)
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for parameter in bridge.parameters():
@@ -649,7 +648,7 @@ def test_state_norm_bridge_reads_the_state_only_up_to_its_scale():
     small, large = bridge(h, p), bridge(1e3 * h, p)
     assert torch.allclose(small, large, atol=1e-4)
     assert large.norm() < 10 * small.norm()
-    plain = SplitBridgeModule(64)
+    plain = SplitBridge(64)
     plain.load_state_dict({k: v for k, v in bridge.state_dict().items() if not k.startswith("state_norm.")})
     assert plain(1e3 * h, p).norm() > 100 * plain(h, p).norm()  # the paper's bridge passes the growth on
     assert sum(q.numel() for q in bridge.parameters()) == sum(q.numel() for q in plain.parameters()) + 2 * 64
@@ -665,7 +664,7 @@ def test_state_norm_keeps_loop1_the_identity_route_and_trains_in_the_bridge_grou
         assert torch.equal(rlm(ids, mask, loops=2)[0], _base_last_logits(model, ids, mask))
     groups = apply_full_block_budget(rlm)
     assert any(t is rlm.bridge.state_norm.weight for t in groups["bridge_rest"])
-    with pytest.raises(ValueError, match="state_norm is an option of the split bridge"):
+    with pytest.raises(ValueError, match="state_norm: not an option of the concat bridge"):
         RecurrentLM.build(tiny_qwen2(), tuple_=(2, 2, 2), bridge="concat", state_norm=True)
 
 
@@ -704,7 +703,7 @@ def test_answer_reentry_keeps_the_prompt_at_its_loop1_values(reentry):
 
 
 def test_answer_reentry_is_an_option_of_the_split_bridge_only():
-    with pytest.raises(ValueError, match="reentry='answer' is an option of the split bridge"):
+    with pytest.raises(ValueError, match="reentry='answer' is an option of a design-S bridge"):
         RecurrentLM.build(tiny_qwen2(), tuple_=(2, 2, 2), bridge="concat", reentry="answer")
     with pytest.raises(ValueError, match="reentry must be one of"):
         RecurrentLM.build(tiny_qwen2(), split=(1, 5), bridge="split", reentry="prompt")

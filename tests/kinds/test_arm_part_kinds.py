@@ -42,7 +42,7 @@ class FixedRecurrence(RecurrenceSpec):
 
 RECURRENCE = RecurrenceKind("fixed", FixedRecurrence, f"{__name__}:FixedSchedule", "the same loops every step")
 BRIDGE = BridgeKind("gated", GatedBridge, f"{__name__}:GatedModule", "a gated residual re-entry")
-BUDGET = BudgetKind("bias_only", BiasOnlyBudget, f"{__name__}:apply", "the biases alone", bridges=("gated",))
+BUDGET = BudgetKind("bias_only", BiasOnlyBudget, f"{__name__}:apply", "the biases alone", designs=("S",))
 
 
 @pytest.fixture

@@ -80,3 +80,52 @@ def test_the_check_finds_a_probe_where_there_is_one(tmp_path):
     )
     found = probes(planted)
     assert len(found) == 3, found  # the comparison (twice: an arm's kind, a kind's name) and the getattr
+
+
+# A bridge is an interface too (``arms.hf.ledger_loop.Bridge``): in ``arms/`` nothing asks a bridge module which
+# class it is or compares a bridge kind's name; it asks the bridge (``enter``, ``leave``, ``export_options``...).
+BRIDGE_FILES = {"arms/hf/bridge_split.py", "arms/hf/bridge_concat.py"}
+
+
+def bridge_probes(path: Path) -> list[str]:
+    from ledger.protocol.arms import BRIDGES
+
+    names = set(BRIDGES.names())
+    classes = {kind.implementation.rpartition(":")[2] for kind in BRIDGES}
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance":
+            if len(node.args) == 2:
+                kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+                if any(
+                    isinstance(c, (ast.Name, ast.Attribute)) and ast.unparse(c).split(".")[-1] in classes for c in kinds
+                ):
+                    found.append(f"{where}: isinstance against a bridge's class")
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for side in sides:  # a tuple of names compared by ``in`` counts as each name
+                values = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                if any(isinstance(v, ast.Constant) and v.value in names for v in values):
+                    found.append(f"{where}: a bridge kind's name compared")
+                    break
+    return found
+
+
+def test_no_probe_of_a_bridge_in_arms():
+    files = [f for f in sorted((ROOT / "arms").rglob("*.py")) if str(f.relative_to(ROOT)) not in BRIDGE_FILES]
+    found = [probe for path in files for probe in bridge_probes(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_check_finds_a_bridge_probe_where_there_is_one(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "def f(model, bridge):\n"
+        "    if isinstance(model.bridge, SplitBridge):\n"
+        "        return 1\n"
+        '    return {"state_norm": True} if bridge == "split" else {}\n',
+        encoding="utf-8",
+    )
+    assert len(bridge_probes(planted)) == 2, bridge_probes(planted)

@@ -147,7 +147,10 @@ CASES = {
     ),
     "sweep_at_forced_loops": (sweep_at_forced_loops, "manifest 'text' is read at test recurrences"),
     "checkpoints_past_the_stage": (checkpoints_past_the_stage, "checkpoint_every must be below the stage's 6 steps"),
-    "adapter_on_concat": (adapter_on_concat, "the adapter budget is defined for bridge(s) split only, not 'concat'"),
+    "adapter_on_concat": (
+        adapter_on_concat,
+        "the adapter budget is defined for design-S bridges only, not 'concat' (design M)",
+    ),
     "wrong_num_layers": (wrong_num_layers, "bases.tiny.num_layers: says 6 layers but the base"),
     "surgery_outside_the_base": (surgery_outside_the_base, "surgery needs at least 5 decoder layers"),
     "anneal_fraction_unread": (anneal_fraction_unread, "does not read anneal_fraction"),

@@ -151,7 +151,7 @@ def arms(draw: Any, index: int, gate_ids: list[str], layers: int) -> dict:
                 "initial_state": draw(st.sampled_from(["random", "zeros", "prelude"])),
                 "sigma": draw(st.sampled_from([0.5, 1.0])),
             }
-        budgets = [b.name for b in BUDGETS if bridge in b.bridges]
+        budgets = [b.name for b in BUDGETS if BRIDGES[bridge].design in b.designs]
         budget = draw(st.sampled_from(budgets if sensible(draw) else BUDGETS.names()))
         arm["budget"] = (
             {"kind": budget}
