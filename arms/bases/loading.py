@@ -94,7 +94,10 @@ def load_base(
     """
     from transformers import AutoModelForCausalLM
 
-    local = _resolve_local(source, gguf_file)
+    from ledger.protocol.bases import cached_snapshot
+
+    snapshot = cached_snapshot(source)
+    local = _resolve_local(str(snapshot) if snapshot is not None else source, gguf_file)  # a hub id: its folder
     if local is None and Path(source).expanduser().exists():
         raise ValueError(f"{source!r} exists but is neither a model directory nor a .gguf file")
     if local is None and _looks_like_path(source):

@@ -54,6 +54,7 @@ from arms.bases.recipe import (
     PretrainRecipe,
     load_recipe,
 )
+from arms.bases.tokenization_word_level import ship_word_level_tokenizer
 from ledger.canonical import sha256_file
 
 __all__ = ["build_model", "initialise_from", "lookup_accuracy", "main", "pretrain_base", "verify_base_hash"]
@@ -351,6 +352,7 @@ def pretrain_base(
         model.eval()
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
+        ship_word_level_tokenizer(tmp)  # AutoTokenizer reads the word-level tokenizer, not a Qwen2 BPE
         shutil.copyfile(recipe_path, tmp / "recipe.yaml")
         digest = sha256_file(tmp / "model.safetensors")
         (tmp / "SHA256").write_text(f"{digest}  model.safetensors\n", encoding="utf-8")

@@ -118,6 +118,7 @@ def write_hf_export(runtime: Any, out: Path, provenance: dict[str, Any], num_loo
     """Write the folder (whole or not at all: ``written_whole``)."""
     from transformers.utils import logging as transformers_logging
 
+    from arms.bases.tokenization_word_level import ship_word_level_tokenizer
     from arms.export import written_whole
     from arms.model.recurrent import RecurrentLM
 
@@ -133,6 +134,7 @@ def write_hf_export(runtime: Any, out: Path, provenance: dict[str, Any], num_loo
             model.save_pretrained(tmp)
             card = _card(None, "", provenance, out.name)
         runtime.tokenizer.save_pretrained(tmp)
+        ship_word_level_tokenizer(tmp)  # AutoTokenizer reads a tiny base's word-level tokenizer as it is
         (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         (tmp / "README.md").write_text(card, encoding="utf-8")
     return out

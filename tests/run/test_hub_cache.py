@@ -39,6 +39,7 @@ def _fake_cache(root: Path) -> Path:
         "model.safetensors",
         "tokenizer.json",
         "tokenizer_config.json",
+        "tokenization_word_level.py",
     ):
         data = (TINY_BASE / name).read_bytes()
         blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
@@ -85,21 +86,28 @@ def test_a_hub_id_gets_the_tokenizer_its_folder_would(tmp_path):
         "from pathlib import Path\n"
         "from ledger.protocol.bases import BaseModelSpec\n"
         "from ledger.run.bases import load_protocol_base\n"
+        "from arms.bases.loading import load_base\n"
         "out = {}\n"
         "for source in sys.argv[1:]:\n"
         "    _, tokenizer, files = load_protocol_base(BaseModelSpec(source=source, dtype='float32'), Path('.'))\n"
-        "    out[source] = [type(tokenizer).__name__, tokenizer('Question', add_special_tokens=False)['input_ids']]\n"
+        "    _, direct = load_base(source)\n"  # the loader itself, called with the hub id: its folder too
+        "    from transformers import AutoTokenizer\n"
+        "    auto = AutoTokenizer.from_pretrained(source, trust_remote_code=True, local_files_only=True)\n"
+        "    out[source] = [\n"
+        "        [type(t).__name__ for t in (tokenizer, direct)],\n"
+        "        [t('Question', add_special_tokens=False)['input_ids'] for t in (tokenizer, direct, auto)],\n"
+        "    ]\n"
         "print(json.dumps(out))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script, "acme/tiny-base", str(TINY_BASE)],
         capture_output=True, text=True, timeout=300, cwd=ROOT,
-        env={**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "HF_HUB_CACHE": str(hub), "HF_HUB_OFFLINE": "1", "HF_MODULES_CACHE": str(tmp_path / "m")},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     read = json.loads(done.stdout.strip().splitlines()[-1])
     assert read["acme/tiny-base"] == read[str(TINY_BASE)], read
-    assert len(read[str(TINY_BASE)][1]) == 1  # the word-level tokenizer: one token, not letters
+    assert read[str(TINY_BASE)][1] == [[1]] * 3  # the word-level tokenizer, however loaded: one token, not letters
 
 
 def test_a_hub_id_the_cache_lacks_is_refused_in_one_line_before_anything_is_written(tmp_path):
