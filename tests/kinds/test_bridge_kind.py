@@ -4,40 +4,18 @@ the run did at every loop, with no product file naming it."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 import torch
 import yaml
-from pydantic import Field
+from gated_bridge_spec import KIND
 
-from ledger.protocol.arms import BRIDGES, BUDGETS, BridgeKind, BridgeSpec
+from ledger.protocol.arms import BRIDGES, BUDGETS
 from ledger.protocol.protocol import Protocol
 from tests.run_helpers import SMOKE
 
 pytestmark = pytest.mark.models
-
-
-class GatedResidualSpec(BridgeSpec):
-    """The state re-enters as h + tanh(a) W LN(p)."""
-
-    kind: Literal["gated_residual"]
-    gate_init: float = Field(default=0.0, ge=-3, le=3)
-
-    def model_options(self) -> dict[str, Any]:
-        return {"bridge": self.kind, "gate_init": self.gate_init}
-
-    def departures(self) -> tuple[str, ...]:
-        return ("gated-residual re-entry",)
-
-
-KIND = BridgeKind(
-    "gated_residual",
-    GatedResidualSpec,
-    "gated_bridge:GatedResidual",
-    "h + tanh(a) W LN(p): a gated residual re-entry",
-    groups=("bridge_gate", "bridge"),
-)
 
 
 @pytest.fixture

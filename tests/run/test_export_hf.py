@@ -5,24 +5,21 @@ works; lm-eval's own `hf` model reads it as `ledger lm-eval` does."""
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from harness_tasks import write_tasks
+from hf_compare import clean_env, read_as_recorded
 from run_helpers import SMOKE, ledger_cli
 
-from ledger.protocol.loader import load_protocol
-from ledger.rows.builder import build_manifests
 from ledger.store import open_store
 from ledger.store.artifacts import open_artifacts
 
 pytestmark = pytest.mark.models
 
 HERE = Path(__file__).resolve().parent
-OFFLINE = {"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
 
 
 def _final(folder: Path, arm: str) -> str:
@@ -40,21 +37,11 @@ def _export(ran: Path, arm: str, out: Path, *extra: str) -> Path:
     return out
 
 
-def _clean_env(tmp_path: Path) -> dict[str, str]:
-    return {**OFFLINE, "HF_MODULES_CACHE": str(tmp_path / "modules"), "PYTHONNOUSERSITE": "1"}
-
-
 @pytest.mark.parametrize("arm", ["A", "E"])
 def test_the_hf_folder_loads_without_the_ledger_and_reads_as_recorded_at_every_loop(reference, tmp_path, arm):
     """A: the full-block arm (split bridge); E: the adapter arm, whose LoRA runs from loop 2 on (the merged loop
     block). The rows are batched as the ledger's evaluation batched them (by depth, left-padded), every loop up
     to the row's depth is read in a process where `import ledger` fails, and the ledger's reader decodes it."""
-    import os
-
-    from transformers import AutoTokenizer
-
-    from ledger.reader.shared import Reader
-
     ran = reference[0]
     folder = _export(ran, arm, tmp_path / f"hf-{arm}")
     provenance = json.loads((folder / "ledger-provenance.json").read_text(encoding="utf-8"))
@@ -62,74 +49,7 @@ def test_the_hf_folder_loads_without_the_ledger_and_reads_as_recorded_at_every_l
     assert config["model_type"] == "ledger_recurrent" and config["loop_block"] == (arm == "E")
     assert provenance["checkpoint_sha256"] == _final(ran, arm) and provenance["num_loops"] == config["num_loops"] == 5
 
-    protocol = load_protocol(SMOKE)
-    reader = Reader(
-        provenance["reader"]["symbols"],
-        tokenizer=AutoTokenizer.from_pretrained(folder, trust_remote_code=True),  # the folder's own tokenizer
-        chat_template=provenance["reader"]["chat_template"],
-    )
-    evaluation = protocol.arm(arm).evaluation
-    by_depth: dict[int, list] = {}
-    rows = build_manifests(protocol)["eval"].rows
-    for row in rows:
-        by_depth.setdefault(row.depth, []).append(row)
-    chunks = [
-        group[start : start + evaluation.batch_size]
-        for _, group in sorted(by_depth.items())
-        for start in range(0, len(group), evaluation.batch_size)
-    ]
-    batches = []
-    for chunk in chunks:
-        encoded = reader.encode(chunk, return_tensors="pt")
-        batches.append(
-            {
-                "input_ids": encoded["input_ids"].tolist(),
-                "attention_mask": encoded["attention_mask"].tolist(),
-                "loops": chunk[0].depth,
-            }
-        )
-    request = tmp_path / "request.json"
-    request.write_text(
-        json.dumps(
-            {
-                "batches": batches,
-                "num_loops": 3,
-                "token_ids": [reader.symbol_token_ids[s] for s in reader.symbols],
-            }
-        )
-    )
-    answer_file = tmp_path / "answer.json"
-    done = subprocess.run(
-        [sys.executable, str(HERE / "hf_clean_load.py"), str(folder), str(request), str(answer_file)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **_clean_env(tmp_path)},
-        cwd=tmp_path,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    answer = json.loads(answer_file.read_text())
-    assert answer["imported"] == [] and answer["class"] == "LedgerRecurrentForCausalLM"
-    assert answer["num_loops"] == 3  # from_pretrained(..., num_loops=3) set the config
-    assert answer["generated"] == answer["by_hand"]  # generate() decodes greedily, as forward's argmax does
-
-    with open_store(f"sqlite:///{ran / 'ledger.db'}") as store:
-        recorded = {
-            (row["row_id"], row["loop"]): row
-            for row in store.rows_of("evidence", arm=arm, checkpoint_sha256=provenance["checkpoint_sha256"])
-            if row["row_id"] in {r.row_id for r in rows}
-        }
-    compared = 0
-    for chunk, by_loop in zip(chunks, answer["batches"], strict=True):
-        for b, row in enumerate(chunk):
-            for loop, scores in enumerate(by_loop, start=1):
-                target = row.path[loop] if loop <= row.depth and len(row.path) > loop else None
-                read = reader.decode_scores(scores[b], row, target=target)
-                expected = recorded[(row.row_id, loop)]
-                assert read.prediction == expected["prediction"], (row.row_id, loop)
-                assert math.isclose(read.margin or 0.0, expected["score_margin"] or 0.0, rel_tol=1e-4, abs_tol=1e-5)
-                compared += 1
-    assert compared == len(recorded) == sum(row.depth for chunk in chunks for row in chunk)
+    read_as_recorded(folder, SMOKE, arm, ran / "ledger.db", tmp_path)  # every reading compared with the evidence
 
 
 def test_a_dense_arm_is_its_base_class_and_bad_requests_are_one_line(reference, tmp_path):
@@ -185,7 +105,7 @@ def test_lm_evals_own_hf_model_reads_the_folder_as_ledger_lm_eval_does(reference
     with open_store(f"sqlite:///{ran / 'ledger.db'}") as store:
         export_checkpoint(store, _final(ran, "A"), ours)
     write_tasks(tmp_path / "tasks", documents=8)
-    env = {**os.environ, **_clean_env(tmp_path), "HF_DATASETS_CACHE": str(tmp_path / "hf-datasets")}
+    env = {**os.environ, **clean_env(tmp_path), "HF_DATASETS_CACHE": str(tmp_path / "hf-datasets")}
     stock = subprocess.run(
         [
             sys.executable, "-c",
