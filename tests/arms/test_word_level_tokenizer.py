@@ -39,9 +39,9 @@ def test_a_family_tokenizer_is_left_as_it_is(tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == ["tokenizer_config.json"]
 
 
-def test_shipping_is_what_the_committed_bases_hold(tmp_path):
-    """A base written today (``pretrain`` ships it) and a committed one hold the same file and ``auto_map``."""
-    base = ROOT / "bases" / "tiny-base"
+@pytest.mark.parametrize("base", BASES, ids=[path.name for path in BASES])
+def test_shipping_is_what_the_committed_bases_hold(base, tmp_path):
+    """A base written today (``pretrain`` ships it) and each committed one hold the same file and ``auto_map``."""
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(base / name, tmp_path / name)
     config = json.loads((tmp_path / "tokenizer_config.json").read_text(encoding="utf-8"))

@@ -4,29 +4,17 @@ name. (How it computes is the arms side's: ``BridgeKind``'s implementation, impo
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 import yaml
+from gated_bridge_spec import KIND, GatedResidualSpec
 from pydantic import Field, ValidationError
 
-from ledger.protocol.arms import BRIDGES, BUDGETS, BridgeKind, BridgeSpec, BudgetKind, BudgetSpec
+from ledger.protocol.arms import BRIDGES, BUDGETS, BudgetKind, BudgetSpec
 from ledger.protocol.protocol import Protocol, protocol_json_schema
 from ledger.protocol.training import RECURRENCES, RecurrenceKind, RecurrenceSpec
 from tests.run_helpers import SMOKE
-
-
-class GatedBridge(BridgeSpec):
-    """The state re-enters through a learnt gate on the residual."""
-
-    kind: Literal["gated"]
-    gate_init: float = Field(default=0.0, ge=-10, le=10)
-
-    def model_options(self) -> dict[str, Any]:
-        return {"bridge": self.kind, "gate_init": self.gate_init}
-
-    def departures(self) -> tuple[str, ...]:
-        return ("gated re-entry",)
 
 
 class BiasOnlyBudget(BudgetSpec):
@@ -41,7 +29,7 @@ class FixedRecurrence(RecurrenceSpec):
 
 
 RECURRENCE = RecurrenceKind("fixed", FixedRecurrence, f"{__name__}:FixedSchedule", "the same loops every step")
-BRIDGE = BridgeKind("gated", GatedBridge, f"{__name__}:GatedModule", "a gated residual re-entry")
+BRIDGE = KIND  # gated_bridge_spec.py: the gated-residual bridge another test runs, exports and loads
 BUDGET = BudgetKind("bias_only", BiasOnlyBudget, f"{__name__}:apply", "the biases alone", designs=("S",))
 
 
@@ -53,7 +41,7 @@ def kinds():
     yield
     RECURRENCES.remove("fixed")
     BUDGETS.remove("bias_only")
-    BRIDGES.remove("gated")
+    BRIDGES.remove(BRIDGE.name)
 
 
 def _protocol(bridge: dict, budget: dict, recurrence: dict | None = None) -> dict:
@@ -66,13 +54,13 @@ def _protocol(bridge: dict, budget: dict, recurrence: dict | None = None) -> dic
 
 
 def test_a_bridge_and_a_budget_defined_here_are_loaded_and_published(kinds):
-    protocol = Protocol.model_validate(_protocol({"kind": "gated", "gate_init": 1.5}, {"kind": "bias_only"}))
+    protocol = Protocol.model_validate(_protocol({"kind": "gated_residual", "gate_init": 1.5}, {"kind": "bias_only"}))
     arm = next(arm for arm in protocol.arms if arm.kind == "recurrent")
-    assert isinstance(arm.bridge, GatedBridge) and isinstance(arm.budget, BiasOnlyBudget)
-    assert arm.bridge.model_options() == {"bridge": "gated", "gate_init": 1.5}
-    assert {"GatedBridge", "BiasOnlyBudget"} <= set(protocol_json_schema()["$defs"])
+    assert isinstance(arm.bridge, GatedResidualSpec) and isinstance(arm.budget, BiasOnlyBudget)
+    assert arm.bridge.model_options() == {"bridge": "gated_residual", "gate_init": 1.5}
+    assert {"GatedResidualSpec", "BiasOnlyBudget"} <= set(protocol_json_schema()["$defs"])
     with pytest.raises(ValidationError, match="gate_init"):  # its own fields, validated
-        Protocol.model_validate(_protocol({"kind": "gated", "gate_init": 99}, {"kind": "bias_only"}))
+        Protocol.model_validate(_protocol({"kind": "gated_residual", "gate_init": 99}, {"kind": "bias_only"}))
     scheduled = Protocol.model_validate(
         _protocol({"kind": "split"}, {"kind": "full_block"}, {"kind": "fixed", "loops": 3})
     )
@@ -84,10 +72,10 @@ def test_a_bridge_and_a_budget_defined_here_are_loaded_and_published(kinds):
 def test_without_them_they_are_refused(kinds):
     RECURRENCES.remove("fixed")
     BUDGETS.remove("bias_only")
-    BRIDGES.remove("gated")
+    BRIDGES.remove(BRIDGE.name)
     try:
-        with pytest.raises(ValidationError, match="gated"):
-            Protocol.model_validate(_protocol({"kind": "gated"}, {"kind": "full_block"}))
+        with pytest.raises(ValidationError, match="gated_residual"):
+            Protocol.model_validate(_protocol({"kind": "gated_residual"}, {"kind": "full_block"}))
         with pytest.raises(ValidationError, match="fixed"):
             Protocol.model_validate(_protocol({"kind": "split"}, {"kind": "full_block"}, {"kind": "fixed", "loops": 3}))
     finally:
