@@ -23,6 +23,7 @@ checked in fp32 -- a bf16 forward differs from fp32 by rounding, not by a change
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import platform
 import re
@@ -110,13 +111,24 @@ def deterministic_settings(device: torch.device, environ: dict[str, str] | None 
     torch.backends.cudnn.benchmark = False
 
 
-def describe(device: torch.device, dtype: torch.dtype | str) -> dict[str, Any]:
-    """What a checkpoint and a run record of where they were computed."""
-    return {
+def describe(device: torch.device, dtype: torch.dtype | str, autocast: str | None = None) -> dict[str, Any]:
+    """What a checkpoint and a run record of where they were computed (``autocast`` only where one ran)."""
+    described = {
         "device": str(device),
         "device_name": device_name(device),
         "dtype": str(dtype).replace("torch.", ""),
     }
+    if autocast is not None:
+        described["autocast"] = autocast
+    return described
+
+
+def numerics(device: torch.device, autocast: str | None) -> contextlib.AbstractContextManager[Any]:
+    """The forwards' numerics of a base (``BaseModelSpec.autocast``): ``torch.autocast`` in that dtype on
+    ``device``, or nothing (the weights' own dtype)."""
+    if autocast is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=getattr(torch, autocast))
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

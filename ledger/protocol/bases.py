@@ -7,14 +7,16 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ledger.inputs import parse_json, read_text
-from ledger.protocol.common import StrictModel
+from ledger.protocol.common import LateOptions
 
 
-class BaseModelSpec(StrictModel):
+class BaseModelSpec(LateOptions):
     """A pretrained base: a Hugging Face id or a local path, loaded offline."""
+
+    _late_options = ("autocast",)
 
     source: str = Field(
         description="HF hub id (must be in the local HF cache), a local directory/file path, or "
@@ -28,6 +30,18 @@ class BaseModelSpec(StrictModel):
     )
     chat_template: bool = Field(default=False, description="Wrap prompts in the tokenizer's chat template.")
     num_layers: int | None = Field(default=None, ge=1, description="Decoder layer count, for checking surgery indices.")
+    autocast: Literal["bfloat16"] | None = Field(
+        default=None,
+        description="Run the arms' forwards (training and reading) under torch.autocast in this dtype, the weights, "
+        "gradients and optimiser staying in `dtype` (float32): bf16 matrix multiplies on a CPU or GPU with bf16 "
+        "units. A numeric path of its own: its checkpoints record it, and they differ from the float32 run's.",
+    )
+
+    @model_validator(mode="after")
+    def _autocast_over_float32(self) -> BaseModelSpec:
+        if self.autocast is not None and self.dtype != "float32":
+            raise ValueError(f"autocast: {self.autocast} runs over float32 weights; this base's dtype is {self.dtype}")
+        return self
 
 
 def base_location(spec: BaseModelSpec, protocol_dir: Path) -> str:

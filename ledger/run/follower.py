@@ -16,7 +16,7 @@ from ledger.run.bases import RunRefused, load_protocol_base
 
 
 def follow(runner: Any) -> None:
-    from arms.device import place
+    from arms.device import numerics, place
     from arms.runtime import TrainingDiverged, build_runtime
     from ledger.reader.shared import Reader
     from ledger.rows.builder import build_manifests
@@ -34,24 +34,25 @@ def follow(runner: Any) -> None:
         model, tokenizer = bases[arm.base]
         reader = Reader(symbols, tokenizer=tokenizer, chat_template=protocol.bases[arm.base].chat_template)
         runtime = build_runtime(arm, model, tokenizer, reader)
-        while True:
-            message = world.hear()
-            kind = message[0]
-            if kind == "load":
-                runtime.load(Path(message[1]))
-            elif kind == "train":
-                stage = next(stage for stage in arm.stages if stage.id == message[1])
-                rows, seed_parts = runner.training.stage_inputs(arm, stage)
-                try:
-                    runtime.train_stage(stage, rows, seed_parts, world=world)
-                except TrainingDiverged:
-                    pass  # every rank saw the same mean loss: rank 0 records the failed stage
-            elif kind == "arm_done":
-                break
-            elif kind == "abort":
-                raise RunRefused(f"rank 0 stopped: {message[1]}")
-            else:  # pragma: no cover - rank 0 sends only the kinds above
-                raise RuntimeError(f"unexpected message from rank 0: {message!r}")
+        with numerics(runner.device, protocol.bases[arm.base].autocast):  # as rank 0 trains it
+            while True:
+                message = world.hear()
+                kind = message[0]
+                if kind == "load":
+                    runtime.load(Path(message[1]))
+                elif kind == "train":
+                    stage = next(stage for stage in arm.stages if stage.id == message[1])
+                    rows, seed_parts = runner.training.stage_inputs(arm, stage)
+                    try:
+                        runtime.train_stage(stage, rows, seed_parts, world=world)
+                    except TrainingDiverged:
+                        pass  # every rank saw the same mean loss: rank 0 records the failed stage
+                elif kind == "arm_done":
+                    break
+                elif kind == "abort":
+                    raise RunRefused(f"rank 0 stopped: {message[1]}")
+                else:  # pragma: no cover - rank 0 sends only the kinds above
+                    raise RuntimeError(f"unexpected message from rank 0: {message!r}")
     message = world.hear()
     if message[0] == "abort":
         raise RunRefused(f"rank 0 stopped: {message[1]}")

@@ -37,7 +37,8 @@ class RunRecords:
         from arms.device import describe
 
         base = arm.removeprefix("base:") if arm.startswith("base:") else self.run.protocol.arm(arm).base
-        described = describe(self.run.device, self.run.protocol.bases[base].dtype)
+        spec = self.run.protocol.bases[base]
+        described = describe(self.run.device, spec.dtype, spec.autocast)
         if arm in self.run.compiled_arms:
             described["compiled_block"] = True
         return described
@@ -55,6 +56,7 @@ class RunRecords:
 
     def base_reference(self, base_name: str, manifest_id: str) -> str:
         """The base read on a guardrail manifest at loop 1 (evidence arm ``base:NAME``)."""
+        from arms.device import numerics
         from arms.runtime import base_choice_readings
 
         model, tokenizer, base_sha = self.run.base(base_name)
@@ -62,14 +64,15 @@ class RunRecords:
         run_id = self.ensure_run(arm, kind="reference")
         if not self.has_evidence(run_id, manifest_id, base_sha):
             reading = self.run.protocol.manifest(manifest_id).choice_reading()
-            readings = base_choice_readings(
-                model,
-                tokenizer,
-                self.run.readers[base_name],
-                list(self.run.manifests[manifest_id].rows),
-                scoring=reading["scoring"],
-                permutations=reading["permutations"],
-            )
+            with numerics(self.run.device, self.run.protocol.bases[base_name].autocast):  # as the arms read it
+                readings = base_choice_readings(
+                    model,
+                    tokenizer,
+                    self.run.readers[base_name],
+                    list(self.run.manifests[manifest_id].rows),
+                    scoring=reading["scoring"],
+                    permutations=reading["permutations"],
+                )
             # every arm on this base reads it, maybe in jobs at once: the first to finish records it
             self.write_evidence(run_id, arm, manifest_id, base_sha, readings, once=True)
         return arm

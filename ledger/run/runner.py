@@ -320,6 +320,7 @@ class Runner:
     # -- one arm
 
     def _run_arm(self, arm) -> ArmOutcome:
+        from arms.device import numerics
         from arms.runtime import build_runtime
         from ledger.store import LineageRefused
 
@@ -359,44 +360,45 @@ class Runner:
             raise RunRefused(f"arm {arm.id}: {exc}") from None
         run_id = self.records.ensure_run(arm.id, kind="arm")
         runtime = build_runtime(arm, base_model, tokenizer, self.readers[arm.base])
-        self.compile_loop(arm.id, runtime)
-        if start_from is not None:
-            runtime.load(self._told_load(self.records.artifact(start_from)))
-        for stage in arm.stages:
-            recorded = self._stage_checkpoint(run_id, stage.id)
-            if recorded is not None:
-                if recorded.status == "failed" and self.judging_pass:  # --parallel: a child stopped it; judge
+        with numerics(self.device, self.protocol.bases[arm.base].autocast):  # the base's forwards' numerics
+            self.compile_loop(arm.id, runtime)
+            if start_from is not None:
+                runtime.load(self._told_load(self.records.artifact(start_from)))
+            for stage in arm.stages:
+                recorded = self._stage_checkpoint(run_id, stage.id)
+                if recorded is not None:
+                    if recorded.status == "failed" and self.judging_pass:  # --parallel: a child stopped it; judge
+                        outcome.status = "hard_stop"
+                        outcome.checkpoints.append(recorded.sha256)
+                        outcome.note = f"{_failed_gates(self.store, recorded.sha256)} failed after stage {stage.id}"
+                        return outcome
+                    if recorded.status == "failed":
+                        raise RunRefused(
+                            f"arm {arm.id} stage {stage.id}: checkpoint {recorded.sha256[:12]} failed its gates "
+                            f"({_failed_gates(self.store, recorded.sha256)}): its lineage cannot be continued"
+                        )
+                    runtime.load(self._told_load(self.records.artifact(recorded)))
+                    self.gates.write_evidence(runtime, arm, stage, recorded.sha256, run_id)
+                    parent = recorded.sha256
+                    outcome.checkpoints.append(parent)
+                    log.info("arm %s stage %s: resumed from checkpoint %s", arm.id, stage.id, parent)
+                    continue
+                sha, gates = self.training.train(runtime, arm, stage, run_id, parent)
+                outcome.checkpoints.append(sha)
+                outcome.gates.extend(gates)
+                parent = sha
+                if any(not g["passed"] and g["action"] == "stop" for g in gates):
                     outcome.status = "hard_stop"
-                    outcome.checkpoints.append(recorded.sha256)
-                    outcome.note = f"{_failed_gates(self.store, recorded.sha256)} failed after stage {stage.id}"
-                    return outcome
-                if recorded.status == "failed":
-                    raise RunRefused(
-                        f"arm {arm.id} stage {stage.id}: checkpoint {recorded.sha256[:12]} failed its gates "
-                        f"({_failed_gates(self.store, recorded.sha256)}): its lineage cannot be continued"
+                    outcome.note = "; ".join(
+                        f"{g['gate']} failed ({g['detail']['summary']})" for g in gates if not g["passed"]
                     )
-                runtime.load(self._told_load(self.records.artifact(recorded)))
-                self.gates.write_evidence(runtime, arm, stage, recorded.sha256, run_id)
-                parent = recorded.sha256
-                outcome.checkpoints.append(parent)
-                log.info("arm %s stage %s: resumed from checkpoint %s", arm.id, stage.id, parent)
-                continue
-            sha, gates = self.training.train(runtime, arm, stage, run_id, parent)
-            outcome.checkpoints.append(sha)
-            outcome.gates.extend(gates)
-            parent = sha
-            if any(not g["passed"] and g["action"] == "stop" for g in gates):
-                outcome.status = "hard_stop"
-                outcome.note = "; ".join(
-                    f"{g['gate']} failed ({g['detail']['summary']})" for g in gates if not g["passed"]
-                )
-                log.warning("arm %s: hard stop after stage %s: %s", arm.id, stage.id, outcome.note)
-                return outcome
-        checkpoint = parent
-        self.evaluate_checkpoint(runtime, arm, run_id, checkpoint)
-        for manifest_id in arm.evaluation.manifests:
-            summarise(self, outcome, run_id, manifest_id, checkpoint)
-        return outcome
+                    log.warning("arm %s: hard stop after stage %s: %s", arm.id, stage.id, outcome.note)
+                    return outcome
+            checkpoint = parent
+            self.evaluate_checkpoint(runtime, arm, run_id, checkpoint)
+            for manifest_id in arm.evaluation.manifests:
+                summarise(self, outcome, run_id, manifest_id, checkpoint)
+            return outcome
 
     def evaluate_checkpoint(self, runtime, arm, run_id: str, checkpoint: str) -> None:
         """Every evaluation manifest of the arm read by this checkpoint (skipped where already recorded)."""
