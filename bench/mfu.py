@@ -205,7 +205,7 @@ def main() -> int:
     workloads = (TINY if chosen in ("tiny", "all") else []) + (SMOLLM2 if chosen in ("smollm2", "all") else [])
     loaded: dict[str, Loaded] = {}
     results = []
-    header = f"{'workload':32} {'variant':14} {'step s':>8} {'train GF/s':>10} {'MFU':>6} {'eval s':>8} {'eval GF/s':>9} {'MFU':>6}"
+    header = f"{'workload':32} {'variant':18} {'step s':>8} {'train GF/s':>10} {'MFU':>6} {'eval s':>8} {'eval GF/s':>9} {'MFU':>6}"
     print(header)
     print("-" * len(header))
     for workload in workloads:
@@ -216,10 +216,10 @@ def main() -> int:
             peak = peaks[PEAK[variant.split()[0]]]
             results.append({"workload": workload.label, "variant": variant, "peak_gflops": peak, **out})
             if "skipped" in out:
-                print(f"{workload.label:32} {variant:14} {'-':>8}  skipped: {out['skipped']}")
+                print(f"{workload.label:32} {variant:18} {'-':>8}  skipped: {out['skipped']}")
                 continue
             print(
-                f"{workload.label:32} {variant:14} {out['step_s']:8.3f} {out['train_gflops']:10.1f} "
+                f"{workload.label:32} {variant:18} {out['step_s']:8.3f} {out['train_gflops']:10.1f} "
                 f"{out['train_gflops'] / peak:6.1%} {out['eval_s']:8.3f} {out['eval_gflops']:9.1f} "
                 f"{out['eval_gflops'] / peak:6.1%}",
                 flush=True,
