@@ -92,3 +92,14 @@ def test_check_budget_small_checks_the_maximal_protocol_and_refuses_past_it():
     assert re.search(r"^check smoke\.yaml\s+\S+s\s+1\.00$", out, re.M), out
     assert re.search(r"^check maximal \([\d,]+ bytes\)\s+\S+s\s+\S+$", out, re.M), out
     assert re.search(r"^check past the budget \(52,\d{3},\d{3} bytes\)\s+\S+s\s+\S+$", out, re.M), out
+
+
+@pytest.mark.release
+@pytest.mark.models
+def test_mfu_small_prints_a_rate_and_a_share_of_the_peak_per_tiny_arm():
+    out = bench("mfu.py", "--quick", "--variants", "fp32,autocast", "--steps", "1", "--warm", "1").stdout
+    peaks = dict(re.findall(r"^# torch\.mm peak (fp32|bf16): (\d+) GFLOP/s", out, re.M))
+    assert set(peaks) == {"fp32", "bf16"} and all(int(rate) > 0 for rate in peaks.values()), out
+    rows = re.findall(r"^(tiny \S+).*?(fp32|autocast)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)%", out, re.M)
+    assert len(rows) == 10, out  # five tiny arms, two variants each
+    assert all(float(step) > 0 and float(rate) > 0 and float(share) > 0 for _, _, step, rate, share in rows)
