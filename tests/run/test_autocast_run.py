@@ -40,6 +40,7 @@ def test_a_protocol_without_autocast_hashes_as_before_and_bf16_weights_refuse_it
         Protocol.model_validate(_smoke("bfloat16", dtype="bfloat16"))
 
 
+@pytest.mark.long  # two runs of an arm (about 20 s): the long call
 def test_an_autocast_run_records_its_numerics_and_differs_from_float32(tmp_path):
     checkpoints = {}
     for autocast in (None, "bfloat16"):
