@@ -7,8 +7,12 @@ all of it but these few lines):
 * ``resolve_device("auto" | "cpu" | "cuda" | "cuda:N")`` -- ``auto`` takes the first CUDA
   device when there is one, else the CPU; asking for CUDA where there is none is a
   ``DeviceUnavailable`` (one line, exit 2), never a silent fall back to the CPU.
-* ``attention_for(device)`` -- SDPA on a GPU (fused flash / memory-efficient kernels);
-  on the CPU the implementation the model was built with (what the pins were measured on).
+* ``attention_for(device, autocast)`` -- SDPA on a GPU (fused flash / memory-efficient kernels);
+  on the CPU under a base's bf16 autocast, transformers' eager attention (at this project's lengths the CPU's
+  bf16 flash kernel is the slower one: ``bench/mfu.py``); else the implementation the model was built with
+  (what the pins were measured on).
+* ``hold_frozen_in(model, autocast)`` -- under autocast, the frozen linear weights held in its dtype once,
+  where autocast would cast them again at every use (the same arithmetic: one cast, done early).
 * ``synchronize(device)`` -- wait for queued kernels, so a latency measures the work.
 * ``describe(device, dtype)`` -- what evidence and checkpoints record: device, its name, dtype.
 * ``deterministic_settings(device)`` -- on a GPU, torch's deterministic algorithms (warning where an
@@ -60,14 +64,18 @@ def resolve_device(choice: str | None = "auto") -> torch.device:
     return device
 
 
-def attention_for(device: torch.device) -> str | None:
-    """The attention implementation to load a base with on ``device`` (None: the model's own)."""
-    return "sdpa" if device.type == "cuda" else None
+def attention_for(device: torch.device, autocast: str | None = None) -> str | None:
+    """The attention implementation to run a base with on ``device`` (None: the model's own): SDPA on a GPU;
+    transformers' eager attention under a CPU autocast, whose bf16 flash kernel trains 2-3 times slower at
+    these lengths (``bench/mfu.py``)."""
+    if device.type == "cuda":
+        return "sdpa"
+    return "eager" if autocast is not None else None
 
 
-def place(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """Move a loaded base to ``device``, with SDPA attention there when on a GPU."""
-    attention = attention_for(device)
+def place(model: torch.nn.Module, device: torch.device, autocast: str | None = None) -> torch.nn.Module:
+    """Move a loaded base to ``device``, with the attention ``attention_for`` names for it there."""
+    attention = attention_for(device, autocast)
     setter = getattr(model, "set_attn_implementation", None)  # a transformers model
     if attention is not None and callable(setter):
         setter(attention)
@@ -129,6 +137,32 @@ def numerics(device: torch.device, autocast: str | None) -> contextlib.AbstractC
     if autocast is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=getattr(torch, autocast))
+
+
+def hold_frozen_in(model: torch.nn.Module, autocast: str | None) -> int:
+    """Under a base's autocast, hold each frozen ``nn.Linear`` weight in the autocast dtype (how many were cast).
+
+    Autocast casts a weight at every use, and keeps the cast for the step only where the weight is trained: a
+    frozen prelude, coda and head were cast again at every loop and every readout (a third of a step of the
+    paper's bridge on SmolLM2). Cast once here, the matrix multiplies see the same bf16 operands. Left as they
+    are: embeddings (not an autocast operation; a tied head is given its own weight), norms, and the base layers
+    under a PEFT adapter, whose merged copy must add the delta to the full-precision weight."""
+    if autocast is None:
+        return 0
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    dtype = getattr(torch, autocast)
+    under_adapter = {
+        id(child) for module in model.modules() if isinstance(module, BaseTunerLayer) for child in module.modules()
+    }
+    cast = 0
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) and id(module) not in under_adapter:
+            weight = module.weight
+            if not weight.requires_grad and weight.dtype != dtype and weight.is_floating_point():
+                module.weight = torch.nn.Parameter(weight.detach().to(dtype), requires_grad=False)
+                cast += 1
+    return cast
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

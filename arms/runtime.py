@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 from safetensors.torch import load_file, save_file
 
-from arms.device import free_memory_bytes, model_device
+from arms.device import free_memory_bytes, hold_frozen_in, model_device
 from arms.readings import Reading, Tick, _tick
 from arms.recurrent_reading import RecurrentReading
 from arms.runtime_common import derived_seed, on_device, one_pass_logits, symbol_id_tensor
@@ -478,10 +478,13 @@ class DenseRuntime(ArmRuntime):
         return readings
 
 
-def build_runtime(arm: Any, base_model, tokenizer, reader: Reader) -> ArmRuntime:
-    """A fresh arm over its own copy of the base (arms never share trainable weights)."""
+def build_runtime(arm: Any, base_model, tokenizer, reader: Reader, *, autocast: str | None = None) -> ArmRuntime:
+    """A fresh arm over its own copy of the base (arms never share trainable weights). Under the base's
+    ``autocast``, its frozen linear weights are held in that dtype (``hold_frozen_in``)."""
     model = copy.deepcopy(base_model)
-    return ARM_KINDS.implementation(arm.kind)(model, tokenizer, reader, arm)
+    runtime = ARM_KINDS.implementation(arm.kind)(model, tokenizer, reader, arm)
+    hold_frozen_in(runtime.model, autocast)
+    return runtime
 
 
 def base_choice_readings(

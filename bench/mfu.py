@@ -15,12 +15,16 @@ excluded; a forward: ``2 N`` per token over the loops it runs). Variants, built 
 - ``fp32``: the protocols' dtype today;
 - ``bf16``: the base's weights in bf16 with fp32 master copies (a protocol's ``dtype: bfloat16``);
 - ``autocast``: fp32 weights, gradients and optimiser, the forwards under ``torch.autocast`` in bf16 (a protocol's
-  ``autocast: bfloat16`` over ``dtype: float32``); its MFU is against the bf16 peak;
+  ``autocast: bfloat16`` over ``dtype: float32``), as ``ledger run`` sets it up: eager attention, the frozen linear
+  weights held in bf16 (``arms.device``); its MFU is against the bf16 peak;
+- ``autocast bare``: the same autocast over the base as loaded (its own attention, SDPA for SmolLM2; each frozen
+  weight cast again at every use), to show what ``ledger run``'s set-up adds;
 - ``fp32 compiled``, ``bf16 compiled``: the looped block under ``torch.compile`` (``--compile on``); the
   one-pass arms have no loop to compile and are left out.
 
 A step's time is a stage of the timed steps over their number, after a stage of warm-up steps (the compiled variants' warm-up includes
-compiling). MFU is the workload's FLOP rate over the peak of its own dtype. The tiny bases are the committed
+compiling). MFU is the workload's FLOP rate over the peak of its own dtype. The matmul rate is one more step under
+``torch.profiler``: the FLOPs of its ``mm``/``addmm``/``bmm`` calls over their own time, against the same peak. The tiny bases are the committed
 folders; SmolLM2 is the real GGUF, dequantised (its weights do not change the arithmetic).
 """
 
@@ -47,6 +51,7 @@ import torch  # noqa: E402
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 WEIGHTS = {"fp32": torch.float32, "bf16": torch.bfloat16, "autocast": torch.float32}  # variant -> weights' dtype
 PEAK = {"fp32": "fp32", "bf16": "bf16", "autocast": "bf16"}  # variant -> the peak its matrix multiplies can reach
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm")
 GEMM_SHAPES = ((1024, 576, 1536), (1024, 1536, 576), (2048, 2048, 2048))
 
 
@@ -119,11 +124,17 @@ def measure(loaded: Loaded, workload: Workload, variant: str, steps: int, warm: 
 
 
 def _measure(loaded: Loaded, workload: Workload, variant: str, steps: int, warm: int) -> dict[str, Any]:
+    from arms.device import place
     from arms.runtime import build_runtime
 
     arm = loaded.protocol.arm(workload.arm)
     model, tokenizer, reader = loaded.bases[arm.base]
-    runtime = build_runtime(arm, copy.deepcopy(model).to(WEIGHTS[variant.split()[0]]), tokenizer, reader)
+    autocast = "bfloat16" if variant.startswith("autocast") else None
+    base = copy.deepcopy(model).to(WEIGHTS[variant.split()[0]])
+    if variant.endswith("bare"):  # autocast over the base as loaded: its attention, frozen weights cast at each use
+        runtime = build_runtime(arm, base, tokenizer, reader)
+    else:
+        runtime = build_runtime(arm, place(base, torch.device("cpu"), autocast), tokenizer, reader, autocast=autocast)
     compiled = variant.endswith("compiled")
     if compiled:
         done, why = runtime.compile_loop()
@@ -137,8 +148,21 @@ def _measure(loaded: Loaded, workload: Workload, variant: str, steps: int, warm:
     seconds = time.perf_counter() - started
     flops = sum(record["flops"] for record in runtime.step_records.values())
     out = {"step_s": seconds / steps, "train_gflops": flops / seconds / 1e9}
+    out["matmul_gflops"] = matmul_rate(runtime, stage, rows)
     out.update(evaluation_rate(runtime, arm, loaded, reader))
     return out
+
+
+def matmul_rate(runtime: Any, stage: Any, rows: Any) -> float:
+    """GFLOP/s of one training step's matrix multiplies alone (``mm``, ``addmm``, ``bmm``: the profiler's FLOP
+    count over their own time), from one more step run under ``torch.profiler``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as profiled:
+        runtime.train_stage(stage.model_copy(update={"steps": 1}), rows, ("mfu", "profiled"))
+    events = [event for event in profiled.key_averages() if event.key in MATMULS]
+    seconds = sum(event.self_cpu_time_total for event in events) / 1e6
+    return sum(event.flops for event in events) / seconds / 1e9 if seconds else 0.0
 
 
 def evaluation_rate(runtime: Any, arm: Any, loaded: Loaded, reader: Any) -> dict[str, float]:
@@ -184,6 +208,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=3, help="timed training steps per variant (default 3)")
     parser.add_argument("--warm", type=int, default=2, help="warm-up steps per variant (default 2)")
     parser.add_argument("--variants", default="fp32,bf16,autocast,fp32 compiled,autocast compiled")
+    parser.add_argument("--arms", help="only these arms of each set, by id (e.g. A,B)")
     parser.add_argument("--json", type=Path, help="also write the table as JSON here")
     args = parser.parse_args()
 
@@ -203,9 +228,15 @@ def main() -> int:
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     chosen = "tiny" if args.quick else args.set
     workloads = (TINY if chosen in ("tiny", "all") else []) + (SMOLLM2 if chosen in ("smollm2", "all") else [])
+    if args.arms:
+        wanted = {arm.strip() for arm in args.arms.split(",")}
+        workloads = [workload for workload in workloads if workload.arm in wanted]
     loaded: dict[str, Loaded] = {}
     results = []
-    header = f"{'workload':32} {'variant':18} {'step s':>8} {'train GF/s':>10} {'MFU':>6} {'eval s':>8} {'eval GF/s':>9} {'MFU':>6}"
+    header = (
+        f"{'workload':32} {'variant':18} {'step s':>8} {'train GF/s':>10} {'MFU':>6} {'matmul GF/s':>11} {'of peak':>7} "
+        f"{'eval s':>8} {'eval GF/s':>9} {'MFU':>6}"
+    )
     print(header)
     print("-" * len(header))
     for workload in workloads:
@@ -220,7 +251,8 @@ def main() -> int:
                 continue
             print(
                 f"{workload.label:32} {variant:18} {out['step_s']:8.3f} {out['train_gflops']:10.1f} "
-                f"{out['train_gflops'] / peak:6.1%} {out['eval_s']:8.3f} {out['eval_gflops']:9.1f} "
+                f"{out['train_gflops'] / peak:6.1%} {out['matmul_gflops']:11.1f} {out['matmul_gflops'] / peak:7.1%} "
+                f"{out['eval_s']:8.3f} {out['eval_gflops']:9.1f} "
                 f"{out['eval_gflops'] / peak:6.1%}",
                 flush=True,
             )

@@ -30,10 +30,10 @@ def follow(runner: Any) -> None:
         arm = protocol.arm(arm_id)
         if arm.base not in bases:
             model, tokenizer, _ = load_protocol_base(protocol.bases[arm.base], runner.protocol_dir)
-            bases[arm.base] = (place(model, runner.device), tokenizer)
+            bases[arm.base] = (place(model, runner.device, protocol.bases[arm.base].autocast), tokenizer)
         model, tokenizer = bases[arm.base]
         reader = Reader(symbols, tokenizer=tokenizer, chat_template=protocol.bases[arm.base].chat_template)
-        runtime = build_runtime(arm, model, tokenizer, reader)
+        runtime = build_runtime(arm, model, tokenizer, reader, autocast=protocol.bases[arm.base].autocast)
         with numerics(runner.device, protocol.bases[arm.base].autocast):  # as rank 0 trains it
             while True:
                 message = world.hear()

@@ -285,8 +285,9 @@ class Runner:
         if name not in self.loaded:
             from arms.device import place
 
-            model, tokenizer, files = load_protocol_base(self.protocol.bases[name], self.protocol_dir)
-            self.loaded[name] = (place(model, self.device), tokenizer, files)
+            spec = self.protocol.bases[name]
+            model, tokenizer, files = load_protocol_base(spec, self.protocol_dir)
+            self.loaded[name] = (place(model, self.device, spec.autocast), tokenizer, files)
         return self.loaded[name]
 
     def base(self, name: str):
@@ -359,8 +360,9 @@ class Runner:
         except LineageRefused as exc:
             raise RunRefused(f"arm {arm.id}: {exc}") from None
         run_id = self.records.ensure_run(arm.id, kind="arm")
-        runtime = build_runtime(arm, base_model, tokenizer, self.readers[arm.base])
-        with numerics(self.device, self.protocol.bases[arm.base].autocast):  # the base's forwards' numerics
+        autocast = self.protocol.bases[arm.base].autocast
+        runtime = build_runtime(arm, base_model, tokenizer, self.readers[arm.base], autocast=autocast)
+        with numerics(self.device, autocast):  # the base's forwards' numerics
             self.compile_loop(arm.id, runtime)
             if start_from is not None:
                 runtime.load(self._told_load(self.records.artifact(start_from)))

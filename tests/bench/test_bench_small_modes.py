@@ -103,3 +103,12 @@ def test_mfu_small_prints_a_rate_and_a_share_of_the_peak_per_tiny_arm():
     rows = re.findall(r"^(tiny \S+).*?(fp32|autocast)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)%", out, re.M)
     assert len(rows) == 10, out  # five tiny arms, two variants each
     assert all(float(step) > 0 and float(rate) > 0 and float(share) > 0 for _, _, step, rate, share in rows)
+
+
+@pytest.mark.release
+@pytest.mark.models
+def test_threads_small_times_the_parallel_choice_against_the_other_two():
+    out = bench("threads.py", "--steps", "3", "--lead", "20").stdout
+    rows = re.findall(r"^(\d+ processes?|one process), (\d+) threads?.*?\s([\d.]+)\s+([\d.]+)x$", out, re.M)
+    assert len(rows) == 3, out
+    assert float(rows[0][3]) == 1.0 and all(float(seconds) > 0 for _, _, seconds, _ in rows), out

@@ -49,7 +49,7 @@ def test_the_release_check_runs_the_real_scale_dry_runs_and_ci_their_narrow_twin
         [f"{shapes}_at_its_shapes_with_no_weights[{name}]" for name in names]
         + [f"{init}_the_dry_run_as_written[{template}]" for template in ("phaseA", "designM")]
     )
-    assert len(benches) == 8  # every bench's small mode but the GPU check's, which the long call runs
+    assert len(benches) == 9  # every bench's small mode but the GPU check's, which the long call runs
     twins = ("tests/run/test_dry_run_shapes.py", "tests/protocol/test_init.py")
     long, default = collected("long", *twins), collected("not long and not release", *twins)
     for name in names:  # each protocol as written, at narrow widths, in CI's long call
