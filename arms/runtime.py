@@ -197,6 +197,7 @@ class ArmRuntime:
         with torch.no_grad():
             for name, tensor in state.items():
                 named[name].copy_(tensor)
+        torch.clear_autocast_cache()  # a cast of the weights before the load is stale (``take_step`` says why)
 
     # -- training
 

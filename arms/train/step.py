@@ -70,6 +70,9 @@ def take_step(
     world.average_gradients(params)
     grad_norm = torch.nn.utils.clip_grad_norm_(params, grad_clip)
     optimizer.step()
+    # autocast keeps its bf16 copy of a trained weight until its outermost context exits, and `ledger run` holds
+    # one context over a whole arm: without this, every later forward would read the weights of the first step
+    torch.clear_autocast_cache()
     return Step(value, grad_norm.detach(), True)
 
 

@@ -88,3 +88,32 @@ def test_without_autocast_nothing_is_cast_and_the_cpu_keeps_the_models_attention
     model, _ = tiny_random_base(BASE)
     model.set_attn_implementation("sdpa")
     assert place(model, cpu, "bfloat16").config._attn_implementation == "eager"
+
+
+def test_under_one_autocast_context_a_forward_reads_the_weights_after_each_step_and_each_load(tmp_path):
+    """`ledger run` holds one autocast context over a whole arm, and autocast keeps its casts of trained weights
+    until the outermost context exits: after an update or a load, a forward must still read the new weights."""
+    spec, runtime = _runtime(FULL_BLOCK, "bfloat16")
+    rows = generate_rule_chasing(surface="symbolic", depth_range=(2, 3), rows_per_depth=4, seed=3, split="train")
+    groups = runtime.named_groups()
+    trainable = [p for g in groups.values() for p in g]
+    optimizer = build_optimizer(groups, kind="adamw", lr=1e-2)
+    saved = runtime.save(tmp_path / "before.safetensors", {})
+
+    def loss() -> torch.Tensor:
+        torch.manual_seed(1)
+        with torch.no_grad():
+            return runtime.loss(rows[:4], spec.stages[0], 0)
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        before = loss()  # autocast casts the trained weights here, and keeps the casts
+        take_step(optimizer, lambda: runtime.loss(rows[:4], spec.stages[0], 0), trainable)
+        after_step = loss()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fresh_after_step = loss()
+        runtime.load(saved)  # back to the weights before the step
+        after_load = loss()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fresh_after_load = loss()
+    assert torch.equal(after_step, fresh_after_step) and not torch.equal(after_step, before)
+    assert torch.equal(after_load, fresh_after_load) and torch.equal(after_load, before)
