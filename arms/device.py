@@ -66,8 +66,8 @@ def resolve_device(choice: str | None = "auto") -> torch.device:
 
 def attention_for(device: torch.device, autocast: str | None = None) -> str | None:
     """The attention implementation to run a base with on ``device`` (None: the model's own): SDPA on a GPU;
-    transformers' eager attention under a CPU autocast, whose bf16 flash kernel trains 2-3 times slower at
-    these lengths (``bench/mfu.py``)."""
+    transformers' eager attention under a CPU autocast, where the bf16 flash kernel's backward is the slower
+    one at these lengths (``bench/mfu.py``'s ``autocast bare`` against ``autocast``)."""
     if device.type == "cuda":
         return "sdpa"
     return "eager" if autocast is not None else None
@@ -143,8 +143,8 @@ def hold_frozen_in(model: torch.nn.Module, autocast: str | None) -> int:
     """Under a base's autocast, hold each frozen ``nn.Linear`` weight in the autocast dtype (how many were cast).
 
     Autocast casts a weight at every use, and keeps the cast for the step only where the weight is trained: a
-    frozen prelude, coda and head were cast again at every loop and every readout (a third of a step of the
-    paper's bridge on SmolLM2). Cast once here, the matrix multiplies see the same bf16 operands. Left as they
+    frozen prelude, coda and head were cast again at every loop and every readout (the tied 49,152-row head of
+    SmolLM2 among them). Cast once here, the matrix multiplies see the same bf16 operands. Left as they
     are: embeddings (not an autocast operation; a tied head is given its own weight), norms, and the base layers
     under a PEFT adapter, whose merged copy must add the delta to the full-precision weight."""
     if autocast is None:

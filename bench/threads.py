@@ -29,33 +29,26 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 PROTOCOL = ROOT / "protocols" / "phaseA-tiny.yaml"
 
 
 def worker(arms: list[str], steps: int, start_at: float) -> None:
     """Train ``arms`` one after the other from ``start_at`` (wall clock); print the end time as JSON."""
-    sys.path.insert(0, str(ROOT))
     import torch
+    from mfu import Loaded  # bench/mfu.py: a protocol's base, reader and rows, loaded once
 
-    from ledger.protocol.loader import load_protocol
-    from ledger.reader.shared import Reader
-    from ledger.rows.builder import build_manifests
-    from ledger.run.bases import load_protocol_base
-    from ledger.run.reading import reader_symbols
-
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-    protocol = load_protocol(PROTOCOL)
-    manifests = build_manifests(protocol, check=False)
     from arms.runtime import build_runtime
 
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    loaded = Loaded(PROTOCOL)
     prepared = []
     for arm_id in arms:
-        arm = protocol.arm(arm_id)
-        model, tokenizer, _ = load_protocol_base(protocol.bases[arm.base], PROTOCOL.parent)
-        reader = Reader(reader_symbols(manifests.values()), tokenizer=tokenizer)
+        arm = loaded.protocol.arm(arm_id)
+        model, tokenizer, reader = loaded.bases[arm.base]
         stage = arm.stages[0]
         runtime = build_runtime(arm, model, tokenizer, reader)
-        prepared.append((runtime, stage.model_copy(update={"steps": steps}), manifests[stage.manifest].rows))
+        prepared.append((runtime, stage.model_copy(update={"steps": steps}), loaded.manifests[stage.manifest].rows))
     time.sleep(max(0.0, start_at - time.time()))
     for runtime, stage, rows in prepared:
         runtime.train_stage(stage, rows, ("threads", "bench"))

@@ -28,13 +28,14 @@ def follow(runner: Any) -> None:
     bases: dict[str, tuple] = {}
     for arm_id in runner.arm_ids:
         arm = protocol.arm(arm_id)
+        spec = protocol.bases[arm.base]
         if arm.base not in bases:
-            model, tokenizer, _ = load_protocol_base(protocol.bases[arm.base], runner.protocol_dir)
-            bases[arm.base] = (place(model, runner.device, protocol.bases[arm.base].autocast), tokenizer)
+            model, tokenizer, _ = load_protocol_base(spec, runner.protocol_dir)
+            bases[arm.base] = (place(model, runner.device, spec.autocast), tokenizer)
         model, tokenizer = bases[arm.base]
-        reader = Reader(symbols, tokenizer=tokenizer, chat_template=protocol.bases[arm.base].chat_template)
-        runtime = build_runtime(arm, model, tokenizer, reader, autocast=protocol.bases[arm.base].autocast)
-        with numerics(runner.device, protocol.bases[arm.base].autocast):  # as rank 0 trains it
+        reader = Reader(symbols, tokenizer=tokenizer, chat_template=spec.chat_template)
+        runtime = build_runtime(arm, model, tokenizer, reader, autocast=spec.autocast)
+        with numerics(runner.device, spec.autocast):  # as rank 0 trains it
             while True:
                 message = world.hear()
                 kind = message[0]
