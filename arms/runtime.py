@@ -212,13 +212,17 @@ class ArmRuntime:
         progress: ProgressFn | None = None,
         world: World = SINGLE,
         checkpoint: Callable[[int], None] | None = None,
+        until: Callable[[int], bool] | None = None,
     ) -> float:
+        """Train one stage. ``checkpoint(step)`` is called every ``stage.checkpoint_every`` steps; under
+        ``stage.until``, ``until(step)`` every ``stage.until.every`` steps, and the stage ends at the first True
+        (every rank stops where the main rank's reading says; a rank with no ``until`` only listens)."""
         torch.manual_seed(derived_seed(*seed_parts, "torch"))
         groups, frozen = self._stepped_groups()
         for tensor in frozen:
             tensor.requires_grad_(False)
         try:
-            return self._train_groups(groups, stage, rows, seed_parts, progress, world, checkpoint)
+            return self._train_groups(groups, stage, rows, seed_parts, progress, world, checkpoint, until)
         finally:
             for tensor in frozen:
                 tensor.requires_grad_(True)
@@ -232,6 +236,7 @@ class ArmRuntime:
         progress: ProgressFn | None,
         world: World,
         checkpoint: Callable[[int], None] | None,
+        until: Callable[[int], bool] | None,
     ) -> float:
         from arms.train.optim import build_optimizer
 
@@ -276,9 +281,24 @@ class ArmRuntime:
                     self.model.eval()
                     checkpoint(step + 1)
                     self.model.train()
+            if self._until_reached(stage, step + 1, until, losses, world):
+                break
         loss_value = losses.flush()
         self.model.eval()
         return loss_value
+
+    def _until_reached(
+        self, stage: Any, done: int, until: Callable[[int], bool] | None, losses: Any, world: World
+    ) -> bool:
+        """Whether a stage trained until a gate passes has reached it after ``done`` steps (read on its schedule)."""
+        rule = getattr(stage, "until", None)
+        if rule is None or done % rule.every != 0 or done >= stage.steps:
+            return False
+        losses.flush()
+        self.model.eval()
+        reached = bool(until(done)) if until is not None else False
+        self.model.train()
+        return world.any(reached)  # the main rank read the gate; every rank stops with it
 
     # -- evaluation
 

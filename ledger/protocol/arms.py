@@ -400,6 +400,14 @@ for _objective in (
     OBJECTIVES.add(_objective)
 
 
+class Until(StrictModel):
+    """Train until a gate passes: the gate is read every ``every`` steps, and the stage ends at the first pass, or
+    at its ``steps`` (then the cap, and the horizon of its learning-rate schedule)."""
+
+    gate: KeyName = Field(description="One of the stage's own gates, read on development rows.")
+    every: int = Field(ge=1, description="Steps between two readings of the gate.")
+
+
 class Stage(_LateOptions):
     id: KeyName = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     objective: Literal[OBJECTIVES.names()]  # type: ignore[valid-type]
@@ -430,8 +438,13 @@ class Stage(_LateOptions):
         default=None, gt=0, le=1, description="anneal: the chain weight ramps 1 -> 0 over this fraction of steps."
     )
     gates: list[KeyName] = Field(default_factory=list, description="Gates evaluated after this stage.")
+    until: Until | None = Field(
+        default=None,
+        description="Train until one of the stage's gates passes (read every `every` steps), `steps` the cap: "
+        "an arm trained to the competence its claims require of it.",
+    )
 
-    _late_options = ("mixture", "max_tokens", "checkpoint_every", "micro_batch_size")
+    _late_options = ("mixture", "max_tokens", "checkpoint_every", "micro_batch_size", "until")
 
     def manifests(self) -> list[str]:
         """The manifests the stage draws from."""
@@ -448,6 +461,18 @@ class Stage(_LateOptions):
                 f"micro_batch_size {self.micro_batch_size} is above the step's batch_size {self.batch_size}",
                 ["micro_batch_size"],
             )
+        if self.until is not None:
+            if self.until.gate not in self.gates:
+                raise _located(
+                    f"until reads gate {self.until.gate!r}, which is not one of this stage's gates "
+                    f"({', '.join(self.gates) or 'none'}): list it under gates, so its last verdict is recorded",
+                    ["until", "gate"],
+                )
+            if self.until.every >= self.steps:
+                raise _located(
+                    f"until reads its gate every {self.until.every} steps, not before the stage's cap of {self.steps}",
+                    ["until", "every"],
+                )
         return self
 
     @model_validator(mode="after")

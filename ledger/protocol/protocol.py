@@ -187,6 +187,16 @@ class Protocol(StrictModel):
                         )
                 for g, gate_id in enumerate(stage.gates):
                     need("gate", gate_id, gates, ["arms", a, "stages", s, "gates", g])
+                until = stage.until.gate if stage.until is not None else None
+                if until in gates and gates[until].manifest in manifests:
+                    if manifests[gates[until].manifest].role == "eval":
+                        problems.append(
+                            (
+                                f"the stage trains until gate {until!r} passes, which reads evaluation rows "
+                                f"({gates[until].manifest!r}): a stopping rule reads development rows",
+                                ["arms", a, "stages", s, "until", "gate"],
+                            )
+                        )
             for m, manifest_id in enumerate(arm.evaluation.manifests):
                 need("manifest", manifest_id, manifests, ["arms", a, "evaluation", "manifests", m])
                 if manifest_id in manifests and manifests[manifest_id].role == "train":

@@ -19,14 +19,15 @@ class StageGates:
         self.records = records
 
     def read_and_judge(self, runtime, arm, stage) -> list[dict]:
-        results = []
-        for gate_id in stage.gates:
-            gate = next(g for g in self.run.protocol.gates if g.id == gate_id)
-            rows = list(self.run.manifests[gate.manifest].rows)
-            with self.run.bar(f"{arm.id} gate {gate.id}", len(rows)) as advance:
-                readings = self.run.evaluate_rows(runtime, arm, gate.manifest, rows, progress=advance)
-            results.append(dict(self._judge(gate, arm, rows, readings), readings=(gate.manifest, readings)))
-        return results
+        return [self.read_and_judge_one(runtime, arm, gate_id) for gate_id in stage.gates]
+
+    def read_and_judge_one(self, runtime, arm, gate_id: str) -> dict:
+        """One gate read with the model as it stands and judged; its readings ride along (``readings``)."""
+        gate = next(g for g in self.run.protocol.gates if g.id == gate_id)
+        rows = list(self.run.manifests[gate.manifest].rows)
+        with self.run.bar(f"{arm.id} gate {gate.id}", len(rows)) as advance:
+            readings = self.run.evaluate_rows(runtime, arm, gate.manifest, rows, progress=advance)
+        return dict(self._judge(gate, arm, rows, readings), readings=(gate.manifest, readings))
 
     def _judge(self, gate, arm, rows, readings) -> dict:
         from ledger.judge.gates import GateInputs

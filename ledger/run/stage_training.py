@@ -6,7 +6,9 @@ that equal-FLOPs claims interpolate over. Every checkpoint's meta holds what its
 the iterations drawn, the iterations with gradient and the tokens; their FLOPs by design M's rule
 (``arms.model.flops``), and ``flops_total``, the FLOPs of the whole lineage from the base (the parent's
 total plus this span's). Training is seeded by the step, so a stage re-run after a crash reproduces
-its intermediate checkpoints byte for byte: they are found recorded, not recorded twice.
+its intermediate checkpoints byte for byte: they are found recorded, not recorded twice. A stage with
+``until`` reads one of its gates every ``until.every`` steps and ends at the first pass (its ``steps`` the cap); the
+checkpoint's meta ``until`` keeps every reading, so the step it stopped at is in the record.
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ class StageTraining:
     def _flops_before(self, parent: str) -> float:
         return float(self.run.store.checkpoint_meta([parent]).get(parent, {}).get("flops_total", 0.0))
 
-    def _meta(self, arm, stage, runtime, losses: list[float], steps: range, parent: str) -> dict[str, Any]:
+    def _meta(
+        self, arm, stage, runtime, losses: list[float], steps: range, parent: str, until: list[dict] | None = None
+    ) -> dict[str, Any]:
         record = training_record(runtime.step_records, steps)
         meta: dict[str, Any] = {
             "objective": stage.objective,
@@ -82,6 +86,8 @@ class StageTraining:
         }
         if record:
             meta["flops_total"] = self._flops_before(parent) + record["flops"]
+        if until is not None:  # a stage trained until its gate passed: every reading of it, and where it stopped
+            meta["until"] = {"gate": stage.until.gate, "checks": until, "reached": any(r["passed"] for r in until)}
         return meta
 
     def train(self, runtime, arm, stage, run_id: str, parent: str):
@@ -120,6 +126,24 @@ class StageTraining:
             log.info("arm %s stage %s: checkpoint %s after %d steps", arm.id, stage.id, sha, step)
             span.update(start=step, parent=sha)
 
+        readings_until: list[dict] | None = [] if stage.until is not None else None
+
+        def until(step: int) -> bool:
+            """The stage's stopping gate read at ``step``: True once it passes."""
+            verdict = self.gates.read_and_judge_one(runtime, arm, stage.until.gate)
+            assert readings_until is not None
+            readings_until.append({"step": step, "value": verdict.get("value"), "passed": bool(verdict["passed"])})
+            log.info(
+                "arm %s stage %s: step %d: gate %s %s (%s)",
+                arm.id,
+                stage.id,
+                step,
+                stage.until.gate,
+                "passed: the stage ends here" if verdict["passed"] else "not yet passed",
+                (verdict.get("detail") or {}).get("summary", verdict.get("value")),
+            )
+            return bool(verdict["passed"])
+
         self.run.world.tell(("train", stage.id))
         narrowed = self.run.rehearsal.narrow(runtime) if self.run.rehearsal.narrow else None
         if narrowed:  # a dry run's arm larger than this machine: a part of its tensors stepped, all else as it is
@@ -133,6 +157,7 @@ class StageTraining:
                     progress=stepped,
                     world=self.run.world,
                     checkpoint=intermediate if stage.checkpoint_every else None,
+                    until=until if stage.until is not None else None,
                 )
                 log.info("arm %s stage %s: first update: %s", arm.id, stage.id, runtime.first_update.summary())
             except TrainingDiverged as exc:
@@ -165,7 +190,9 @@ class StageTraining:
             run_id=run_id,
             stage=stage.id,
             gate_results=[{k: v for k, v in g.items() if k != "readings"} for g in gates],
-            meta=self._meta(arm, stage, runtime, losses, range(int(span["start"]), len(losses)), parent),
+            meta=self._meta(
+                arm, stage, runtime, losses, range(int(span["start"]), len(losses)), parent, readings_until
+            ),
         )
         self.gates.write_evidence(runtime, arm, stage, sha, run_id, computed=gates)
         log.info(

@@ -172,6 +172,30 @@ BAD_PROTOCOLS = {
         "arms.0.stages.0.manifest",
         "role 'train'",
     ),
+    "until a gate the stage does not read": (
+        _replace_once(
+            "        gates: [installation, tier1]\n",
+            "        gates: [tier1]\n        until: {gate: installation, every: 100}\n",
+        ),
+        "arms.0.stages.0.until.gate",
+        "not one of this stage's gates",
+    ),
+    "until read no sooner than the cap": (
+        _replace_once(
+            "        gates: [installation, tier1]\n",
+            "        gates: [installation, tier1]\n        until: {gate: installation, every: 2000}\n",
+        ),
+        "arms.0.stages.0.until.every",
+        "not before the stage's cap of 2000",
+    ),
+    "until on evaluation rows": (
+        _replace_once(
+            "        gates: [installation, tier1]\n",
+            "        gates: [installation, tier1]\n        until: {gate: installation, every: 100}\n",
+        ).replace("    manifest: dev\n    depths: [1, 4]", "    manifest: phaseA_eval\n    depths: [1, 4]", 1),
+        "arms.0.stages.0.until.gate",
+        "a stopping rule reads development rows",
+    ),
     "duplicate YAML key": (
         _replace_once("seed: 20260707\n\nbases", "seed: 1\nseed: 2\n\nbases"),
         "seed",
