@@ -50,7 +50,9 @@ def installation(
         passed = passed and all(
             d["accuracy"] is not None and d["accuracy"] >= per_depth_threshold for d in per_depth.values()
         )
-    each = ", ".join(f"{depth}: {d['rows_all_correct']}/{d['rows']}" for depth, d in per_depth.items() if d["rows"])
+    each = ", ".join(
+        f"{depth}: {d['accuracy']:.3f} ({d['rows_all_correct']}/{d['rows']})" for depth, d in per_depth.items() if d["rows"]
+    )
     needs = f"needs >= {threshold}" + (
         f", each depth >= {per_depth_threshold}" if per_depth_threshold is not None else ""
     )
@@ -62,7 +64,7 @@ def installation(
         "comparison": ">=",
         "detail": {
             "summary": f"active-label accuracy {correct}/{len(cells)} = {value:.3f} at depth {low}-{high} "
-            f"(rows with every active cell right, per depth: {each}; {needs})",
+            f"(per depth, active cells right and rows with every active cell right: {each}; {needs})",
             "cells": len(cells),
             "correct": correct,
             "per_depth": {str(depth): d for depth, d in per_depth.items()},

@@ -53,7 +53,8 @@ def test_the_installation_gate_counts_each_depth_beside_the_pool():
         "rows": 4,
         "rows_all_correct": 2,
     }
-    assert "per depth: 1: 4/4, 2: 4/4, 3: 4/4, 4: 2/4" in pooled["detail"]["summary"]
+    # the summary shows what per_depth_threshold judges (each depth's cells) beside the rows wholly right
+    assert "1: 1.000 (4/4), 2: 1.000 (4/4), 3: 1.000 (4/4), 4: 0.875 (2/4)" in pooled["detail"]["summary"]
     assert pooled["detail"]["lowest_per_depth"] == 14 / 16
     # the same readings held to 0.9 at every depth: depth 4 fails it
     every = installation(rows, readings, (1, 4), 0.9, per_depth_threshold=0.9)
