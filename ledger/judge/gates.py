@@ -22,9 +22,11 @@ def installation(
     depths: tuple[int, int],
     threshold: float,
     per_depth_threshold: float | None = None,
+    per_depth_measure: str = "cells",
 ) -> dict:
     """Active-label accuracy: the decoded state at loop t equals the t-th intermediate symbol, t <= depth; pooled
-    over the depths and per depth (each depth's cells, and its rows whose every active cell is right)."""
+    over the depths and per depth (each depth's cells, and its rows whose every active cell is right). A
+    ``per_depth_threshold`` holds each depth's cells (``cells``) or its rows wholly right (``rows``) to it."""
     low, high = depths
     depth_of = {row.row_id: row.depth for row in rows}
     cells = [r for r in readings if low <= depth_of[r.row_id] <= high and 1 <= r.loop <= depth_of[r.row_id]]
@@ -44,17 +46,21 @@ def installation(
             "rows": len(row_ok),
             "rows_all_correct": sum(row_ok.values()),
         }
-    lowest = min((d["accuracy"] for d in per_depth.values() if d["accuracy"] is not None), default=None)
+        if per_depth_measure == "rows":
+            per_depth[depth]["row_accuracy"] = sum(row_ok.values()) / len(row_ok) if row_ok else None
+    judged = "row_accuracy" if per_depth_measure == "rows" else "accuracy"
+    lowest = min((d[judged] for d in per_depth.values() if d[judged] is not None), default=None)
     passed = bool(cells) and value >= threshold
     if per_depth_threshold is not None:
-        passed = passed and all(
-            d["accuracy"] is not None and d["accuracy"] >= per_depth_threshold for d in per_depth.values()
-        )
+        passed = passed and all(d[judged] is not None and d[judged] >= per_depth_threshold for d in per_depth.values())
     each = ", ".join(
-        f"{depth}: {d['accuracy']:.3f} ({d['rows_all_correct']}/{d['rows']})" for depth, d in per_depth.items() if d["rows"]
+        f"{depth}: {d['accuracy']:.3f} ({d['rows_all_correct']}/{d['rows']})"
+        for depth, d in per_depth.items()
+        if d["rows"]
     )
+    unit = " of its rows" if per_depth_measure == "rows" else " of its cells"
     needs = f"needs >= {threshold}" + (
-        f", each depth >= {per_depth_threshold}" if per_depth_threshold is not None else ""
+        f", each depth >= {per_depth_threshold}{unit}" if per_depth_threshold is not None else ""
     )
     return {
         "passed": passed,
@@ -227,7 +233,8 @@ class GateInputs:
 
 def judge_installation(gate: Any, inputs: GateInputs) -> dict:
     every = gate.per_depth_threshold
-    return installation(inputs.rows, inputs.readings, tuple(gate.depths), gate.threshold, every)
+    measure = getattr(gate, "per_depth_measure", "cells")
+    return installation(inputs.rows, inputs.readings, tuple(gate.depths), gate.threshold, every, measure)
 
 
 def judge_guardrail(gate: Any, inputs: GateInputs) -> dict:

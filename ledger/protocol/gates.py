@@ -58,11 +58,17 @@ class InstallationGate(GateSpec, LateOptions):
     per_depth_threshold: float | None = Field(
         default=None, ge=0, le=1, description="Every depth's active-label accuracy at least this, beside the pooled."
     )
+    per_depth_measure: Literal["cells", "rows"] = Field(
+        default="cells",
+        description="What per_depth_threshold holds each depth to: the share of its active cells right (cells), or "
+        "of its rows with every active cell right (rows: the paper's per-depth counts, e.g. 59 of 64 at depth 4).",
+    )
 
-    _late_options = ("per_depth_threshold",)
+    _late_options = ("per_depth_threshold", "per_depth_measure")
 
     def rule(self) -> str:
-        every = f", each depth >= {self.per_depth_threshold}" if self.per_depth_threshold is not None else ""
+        unit = " of its rows" if self.per_depth_measure == "rows" else ""
+        every = f", each depth >= {self.per_depth_threshold}{unit}" if self.per_depth_threshold is not None else ""
         return f"active-label acc depth {self.depths[0]}-{self.depths[1]} >= {self.threshold}{every}"
 
 

@@ -62,6 +62,18 @@ def test_the_installation_gate_counts_each_depth_beside_the_pool():
     assert installation(rows, readings, (1, 4), 0.9, per_depth_threshold=0.85)["passed"]
 
 
+def test_the_installation_gate_may_hold_each_depth_to_its_rows_as_the_paper_counts_them():
+    rows, readings = _installation_readings({4: 1})
+    # depth 4: one wrong cell in 16 (0.9375 of its cells) but one row in 4 not wholly right (0.75 of its rows)
+    cells = installation(rows, readings, (1, 4), 0.9, per_depth_threshold=0.9)
+    by_rows = installation(rows, readings, (1, 4), 0.9, per_depth_threshold=0.9, per_depth_measure="rows")
+    assert cells["passed"] and not by_rows["passed"]
+    assert by_rows["detail"]["per_depth"]["4"]["row_accuracy"] == 3 / 4
+    assert by_rows["detail"]["lowest_per_depth"] == 3 / 4 and cells["detail"]["lowest_per_depth"] == 15 / 16
+    assert "each depth >= 0.9 of its rows" in by_rows["detail"]["summary"]
+    assert installation(rows, readings, (1, 4), 0.9, per_depth_threshold=0.75, per_depth_measure="rows")["passed"]
+
+
 def test_sensitivity_bars_give_their_censored_bounds():
     # never below 0.60 through depth 14: at least 14; below 0.80 from the first depth: at most 1
     curve = {1: 0.75, 2: 0.74, 14: 0.7}
