@@ -226,6 +226,8 @@ def _mini_steps(stage: Any, most_checkpoints: int | None = None) -> int:
     if stage.checkpoint_every:
         checkpoints = math.ceil(stage.steps / stage.checkpoint_every)
         return max(2, least, min(checkpoints, most_checkpoints or checkpoints))
+    if stage.until is not None:  # a step, its gate read, a step more
+        return max(least, 2)
     return max(least, 2 if warmed else 1)
 
 
@@ -339,7 +341,10 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
             raw["path"] = str(stand_in(folder, spec))
         elif GENERATORS[spec.generator].reads_files:
             raw["path"] = str((protocol_dir / raw["path"]).resolve())
-    for raw_arm, arm in zip(document["arms"], protocol.arms, strict=True):
+    for raw_arm in document["arms"]:
+        # an arm written with seeds is one entry here and one arm per seed in the protocol: its first replicate
+        # stands for it (the replicates differ only in their seed)
+        arm = (protocol.replicates_of(raw_arm["id"]) or [protocol.arm(raw_arm["id"])])[0]
         for raw_stage, stage in zip(raw_arm.get("stages") or [], arm.stages, strict=True):
             schedule = stage.optimizer.schedule
             warmed = bool(schedule and schedule.warmup_steps)
@@ -359,6 +364,8 @@ def miniature(path: Path, protocol: Protocol, folder: Path, random_weights: bool
                 raw_stage["max_tokens"] = min(stage.max_tokens, TOKENS)
             if stage.checkpoint_every:
                 raw_stage["checkpoint_every"] = 1  # each of the stage's checkpoints, one step apart
+            if stage.until is not None:  # its gate read after the first step, the stage going on where it fails
+                raw_stage["until"] = {**raw_stage["until"], "every": 1}
         evaluation = raw_arm["evaluation"] = dict(raw_arm.get("evaluation") or {})  # a YAML alias is shared
         if isinstance(evaluation.get("loops"), list):  # not "forced"
             evaluation["loops"] = [ranks.get(loop, loop) for loop in evaluation["loops"]]

@@ -135,11 +135,12 @@ def test_an_arm_continuing_from_another_stays_in_its_group() -> None:
 
 
 def test_groups_are_balanced_by_estimated_cost_not_steps() -> None:
-    """The default's paper-bridge arm re-runs the whole prompt at every loop: it goes apart from A and E."""
+    """The default's paper-bridge arm re-runs the whole prompt at every loop: it goes apart from A and E (version
+    6, whose arms hold every kind of cost: answer-only and every-position re-entry, the adapter, D's layers)."""
     from ledger.protocol.loader import load_protocol
     from ledger.run.parallel import arm_cost, arm_groups
 
-    protocol = load_protocol(ROOT / "protocols" / "phaseA-tiny.yaml")
+    protocol = load_protocol(ROOT / "tests" / "pins" / "versions" / "phaseA-tiny.v6.yaml")
     assert arm_cost(protocol, "A_paper") > arm_cost(protocol, "E") > arm_cost(protocol, "A")
     assert arm_cost(protocol, "D") == 2 * arm_cost(protocol, "B")  # twice the layers, the same steps
     assert arm_cost(protocol, "C") > arm_cost(protocol, "B")  # the scratchpad target writes the hops

@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "protocols" / "phaseA-tiny.yaml"
 TINY_V2 = ROOT / "tests" / "pins" / "versions" / "phaseA-tiny.v2.yaml"  # version 2's registered text
 TINY_V3 = ROOT / "tests" / "pins" / "versions" / "phaseA-tiny.v3.yaml"  # version 3's
+TINY_V6 = ROOT / "tests" / "pins" / "versions" / "phaseA-tiny.v6.yaml"  # version 6's
+PAPER_TUNING = ROOT / "protocols" / "phaseA-tiny-paper-tuning.yaml"  # version 7's
 TUNING = ROOT / "protocols" / "phaseA-tiny-tuning.yaml"  # version 2's exploratory twin
 BUDGET_TUNING = ROOT / "protocols" / "phaseA-tiny-budget-tuning.yaml"  # version 3's
 LONG = ROOT / "protocols" / "phaseA-tiny-long.yaml"
@@ -177,7 +179,7 @@ def test_long_tuning_is_exploratory_and_its_chosen_variants_are_what_the_long_pr
 
 
 def test_params_reads_the_shipped_bases_by_their_relative_path():
-    result = ledger_cli("params", "protocols/phaseA-tiny.yaml", "--loops", "1,8")
+    result = ledger_cli("params", "protocols/phaseA-tiny-long.yaml", "--loops", "1,8")
     assert result.returncode == 0, result.stderr
     # tiny-base-large-v2 and tiny-base-xl, read from bases/
     assert "1,225,856" in result.stdout and "2,409,600" in result.stdout
@@ -233,7 +235,7 @@ def test_versions_4_to_6_move_the_base_and_c_alone_and_read_fresh_rows():
     from arms.bases.recipe import load_recipe
     from ledger.rows.builder import build_manifest, build_manifests
 
-    v3, v4 = load_protocol(TINY_V3), load_protocol(TINY)
+    v3, v4 = load_protocol(TINY_V3), load_protocol(TINY_V6)
     assert v4.version == 6 and v4.bases["tiny_large"] == v3.bases["tiny_large"]
     assert next(g for g in v4.gates if g.id == "tier1").action == "flag"
     assert v4.bases["tiny"].source == "../bases/tiny-base-skills"
@@ -265,6 +267,43 @@ def test_versions_4_to_6_move_the_base_and_c_alone_and_read_fresh_rows():
     assert (gate.arm, gate.versus, gate.rows) == ("E", "A", 4)  # the paper's 8 of 128 rows per depth, as a share
 
 
+def test_version_7_holds_the_papers_bridge_trained_as_its_twin_tuned_and_reads_fresh_rows():
+    """Version 7's A is the paper's bridge over three seeds, installed until the gate passes as the paper counts
+    it; each control trains until it has its competence, with the optimiser its exploratory twin found; the twin
+    read development rows only, and version 7's evaluation rows are new to every earlier version and twin."""
+    from ledger.rows.builder import build_manifest, build_manifests
+
+    tiny, twin = load_protocol(TINY), load_protocol(PAPER_TUNING)
+    assert tiny.version == 7 and twin.purpose == "exploratory" and not twin.claims
+    assert not [m for m in twin.manifests if m.role == "eval"]
+    arms = {arm.id: arm for arm in tiny.arms}
+    assert {arm.replicate.seed for arm in tiny.replicates_of("A")} == {1, 2, 3}
+    tuned = {arm.id: arm for arm in twin.arms}
+    # each arm trains exactly as the variant it froze: stages, caps, optimisers and stopping rules (A's stopping gate
+    # is the twin's installation_rows, renamed installation)
+    for frozen, chosen in (("A.s1", "A_paper_rows_ext150"), ("B", "B_lr3e-4"), ("C", "C")):
+        stages = [stage.model_dump() for stage in tuned[chosen].stages]
+        for stage in stages:
+            stage["gates"] = ["installation" if g == "installation_rows" else g for g in stage["gates"]]
+            if stage.get("until"):
+                stage["until"]["gate"] = stage["gates"][0]
+        assert [stage.model_dump() for stage in arms[frozen].stages] == stages, frozen
+    assert arms["A.s1"].bridge == tuned["A_paper_rows_ext150"].bridge and arms["A.s1"].bridge.reentry == "all"
+    gates, twin_gates = {g.id: g for g in tiny.gates}, {g.id: g for g in twin.gates}
+    assert gates["installation"].model_dump() | {"id": "x", "description": ""} == twin_gates[
+        "installation_rows"
+    ].model_dump() | {"id": "x", "description": ""}
+    assert gates["installation"].per_depth_measure == "rows" and gates["installation"].per_depth_threshold == 0.9
+    assert (gates["answers_depth_1"].floor, gates["inside_support"].floor) == (0.95, 0.95)
+    assert arms["A_persist"].init_from == "A.s1" and arms["A_persist"].evaluation.loops == [1, 2, 3, 4]
+    built = build_manifests(tiny)
+    fresh = {row.sha256 for name in ("phaseA_eval", "persistence") for row in built[name].rows}
+    earlier = [TINY_V6, TINY_V3, TINY_V2, BUDGET_TUNING, TUNING, LONG, LONG_TUNING, PAPER_TUNING]
+    earlier += [ROOT / "tests" / "pins" / "versions" / f"phaseA-tiny.v{n}.yaml" for n in (4, 5)]
+    seen = {row.sha256 for path in earlier for m in load_protocol(path).manifests for row in build_manifest(m).rows}
+    assert not fresh & seen
+
+
 def test_version_3_can_support_its_noninferiority_claim_at_all():
     """The paper's 3-point margin on 484 Tier-1 rows: supported at zero discordant pairs (on 64 rows it never was)."""
     from ledger.judge import stats
@@ -281,4 +320,4 @@ def test_params_says_what_answer_only_reentry_costs_with_a_cache():
     assert "1,225,856" in text and "2,409,600" in text  # tiny-base-large-v2 and tiny-base-xl
     assert "A, E: answer-only re-entry" in text and "the prompt costs 1.00x" in text
     default = " ".join(ledger_cli("params", "protocols/phaseA-tiny.yaml", "--loops", "1,8").stdout.split())
-    assert "A, E: answer-only re-entry" in default and "A_paper" in default
+    assert "answer-only re-entry" not in default  # version 7: the paper's bridge
