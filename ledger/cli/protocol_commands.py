@@ -436,6 +436,10 @@ def _print_run_summary(result) -> None:
     """The claims and their outcomes first (each naming its arms' designs: which bridge, which re-entry), then the
     arms; the captions are the registered description, where a protocol states how it departs from the paper."""
     designs = {arm.id: arm.design() for arm in result.protocol.arms}
+    for arm in result.protocol.arms:  # an arm written with seeds: claims name it, its replicates share its design
+        if arm.replicate is not None:
+            seeds = len(result.protocol.replicates_of(arm.replicate.of))
+            designs.setdefault(arm.replicate.of, f"{arm.design()}; {seeds} training seeds")
     if result.claims:
         from ledger.audit.verdicts import Tally
 

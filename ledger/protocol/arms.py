@@ -276,8 +276,16 @@ def design_departures(arm: Mapping[str, Any]) -> tuple[str, ...]:
 
 def claim_departures(subjects: Iterable[str], arms: Mapping[str, Mapping[str, Any]]) -> tuple[str, ...]:
     """Where the arms a claim is about depart from the paper's design, each departure once (``arms``: id -> the
-    arm as a canonical document holds it; a base or an unknown id departs in nothing)."""
-    return tuple(dict.fromkeys(d for arm in subjects for d in design_departures(arms.get(arm, {}))))
+    arm as a canonical document holds it; an arm written with seeds is read through its replicates, which the
+    document holds as ``ID.sSEED`` with ``replicate.of``; a base or an unknown id departs in nothing)."""
+
+    def read(arm: str) -> list[str]:
+        replicates = [name for name, spec in arms.items() if (spec.get("replicate") or {}).get("of") == arm]
+        return replicates or [arm]
+
+    return tuple(
+        dict.fromkeys(d for arm in subjects for name in read(arm) for d in design_departures(arms.get(name, {})))
+    )
 
 
 class BudgetSpec(StrictModel):

@@ -271,6 +271,19 @@ def test_a_bridge_says_where_it_departs_from_the_paper():
     assert design_departures({"kind": "dense"}) == ()
 
 
+def test_a_claim_on_an_arm_written_with_seeds_departs_where_its_replicates_do():
+    """The registered document holds the replicates (ID.sSEED, ``replicate.of``), never the name a claim uses: a
+    variant over seeds must not count as the paper's design for want of an arm by that name."""
+    from ledger.protocol.arms import claim_departures
+
+    answer_only = {"kind": "recurrent", "bridge": {"kind": "split", "reentry": "answer"}}
+    arms = {f"A.s{seed}": answer_only | {"replicate": {"of": "A", "seed": seed}} for seed in (1, 2, 3)}
+    arms["B"] = {"kind": "dense"}
+    assert claim_departures(["A", "B"], arms) == ("answer-only re-entry",)
+    paper = {"kind": "recurrent", "bridge": {"kind": "split", "reentry": "all"}}
+    assert claim_departures(["A"], {"A.s1": paper | {"replicate": {"of": "A", "seed": 1}}}) == ()
+
+
 def test_the_current_rules_tally_stands_beside_an_older_files():
     claims = (_a_beats_b(), A_LEARNT, B_LEARNT)
     own, current = evaluate_claims_beside(_file(*claims), INCOMPETENT_B)
