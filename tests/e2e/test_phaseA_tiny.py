@@ -1,7 +1,7 @@
 """The embedded default (issue #6): the shipped tiny bases and Phase A in miniature, end to end.
 
 The README's first command, `ledger run protocols/phaseA-tiny.yaml --resume --parallel 2`, trains three seeds of
-the paper's bridge and two controls (about 17 minutes on two CPU cores): the release check runs it whole
+the paper's bridge and two controls (16 minutes on two CPU cores, docs/results/phaseA-tiny/timing.txt): the release check runs it whole
 (`bash bench/release_check.sh`), then `ledger verify` on its claims, checks that the report draws the per-depth
 curves of every arm, and that the run reproduces the committed record `docs/results/phaseA-tiny` bit for bit
 (`ledger compare`: every checkpoint's SHA-256, every claim's outcome and figures) under the lock, on a CPU of the
