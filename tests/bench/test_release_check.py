@@ -45,9 +45,18 @@ def test_the_release_check_runs_the_real_scale_dry_runs_and_ci_their_narrow_twin
     shapes = "tests/run/test_dry_run_shapes.py::test_a_real_scale_protocol_runs_every_arm"
     init = "tests/protocol/test_init.py::test_init_on_smollm2_passes"
     benches = [line for line in release if line.startswith("tests/bench/test_bench_small_modes.py::")]
+    first_command = "tests/e2e/test_phaseA_tiny.py::test_phaseA_tiny_"  # the README's first command, whole
     assert sorted(set(release) - set(benches)) == sorted(
         [f"{shapes}_at_its_shapes_with_no_weights[{name}]" for name in names]
         + [f"{init}_the_dry_run_as_written[{template}]" for template in ("phaseA", "designM")]
+        + [
+            f"{first_command}{name}"
+            for name in (
+                "runs_end_to_end_and_its_claims_verify",
+                "reproduces_the_committed_record_bit_for_bit",
+                "report_draws_every_arms_per_depth_curve",
+            )
+        ]
     )
     assert len(benches) == 9  # every bench's small mode but the GPU check's, which the long call runs
     twins = ("tests/run/test_dry_run_shapes.py", "tests/protocol/test_init.py")
