@@ -21,5 +21,9 @@ def test_the_committed_tallies_are_drawn_from_the_records():
     assert "possibly vacuous (no acquisition precondition): A_beats_B_overall_v5" in row
     assert "under the current claim rules: supported 4 (withdrawn: A_beats_B_overall_v5" in row
     # version 6, registered under rules 2: what they withdraw was never supported, and nothing is vacuous
-    row = next(line for line in text.splitlines() if line.startswith("| `phaseA-tiny` |"))
+    row = next(line for line in text.splitlines() if line.startswith("| `phaseA-tiny-v6` |"))
     assert row.count("supported: 4 of 12") == 2 and "possibly vacuous" not in row and "withdrawn" not in row
+    # version 7, the paper's bridge over seeds: every claim on the paper's design, none on a variant
+    row = next(line for line in text.splitlines() if line.startswith("| `phaseA-tiny` |"))
+    assert row.count("supported: 8 of 10") == 2 and "variant" not in row and "withdrawn" not in row
+    assert "departs: A_beats_B_tail_v7, A_frontier_ratio_v7" in row
