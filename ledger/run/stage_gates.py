@@ -18,8 +18,11 @@ class StageGates:
         self.run = run
         self.records = records
 
-    def read_and_judge(self, runtime, arm, stage) -> list[dict]:
-        return [self.read_and_judge_one(runtime, arm, gate_id) for gate_id in stage.gates]
+    def read_and_judge(self, runtime, arm, stage, known: dict[str, dict] | None = None) -> list[dict]:
+        """Every gate of the stage, read with the model as it stands; ``known``: gate id -> a verdict already read
+        with this model (a stage that ended at its stopping gate's pass), kept rather than read again."""
+        known = known or {}
+        return [known.get(gate_id) or self.read_and_judge_one(runtime, arm, gate_id) for gate_id in stage.gates]
 
     def read_and_judge_one(self, runtime, arm, gate_id: str) -> dict:
         """One gate read with the model as it stands and judged; its readings ride along (``readings``)."""

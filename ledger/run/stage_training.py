@@ -127,12 +127,15 @@ class StageTraining:
             span.update(start=step, parent=sha)
 
         readings_until: list[dict] | None = [] if stage.until is not None else None
+        passed_at: dict[int, dict] = {}  # step -> the stopping gate's passing verdict: the stage's own, not read twice
 
         def until(step: int) -> bool:
             """The stage's stopping gate read at ``step``: True once it passes."""
             verdict = self.gates.read_and_judge_one(runtime, arm, stage.until.gate)
             assert readings_until is not None
             readings_until.append({"step": step, "value": verdict.get("value"), "passed": bool(verdict["passed"])})
+            if verdict["passed"]:
+                passed_at[step] = verdict
             log.info(
                 "arm %s stage %s: step %d: gate %s %s (%s)",
                 arm.id,
@@ -168,7 +171,8 @@ class StageTraining:
             self.run.objects.temporary(f"{arm.id}-{stage.id}.safetensors"),
             {"protocol": self.run.sha, "arm": arm.id, "stage": stage.id, "parent": parent},
         )
-        gates = self.gates.read_and_judge(runtime, arm, stage)
+        stopped = passed_at.get(len(losses))  # the model the stopping gate passed on is the stage's last
+        gates = self.gates.read_and_judge(runtime, arm, stage, {stage.until.gate: stopped} if stopped else None)
         if diverged:
             gates.append(
                 {
